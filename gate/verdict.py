@@ -1,0 +1,96 @@
+"""verdict.json: the seam between `gate compare` and `gate report`/`gate publish`."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from gate.errors import EXIT_ERROR, EXIT_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS, GateError
+
+VERDICT_SCHEMA_VERSION = 1
+
+
+class Outcome(str, Enum):
+    PASS = "pass"
+    FAIL = "fail"
+    INCONCLUSIVE = "inconclusive"
+    ERROR = "error"
+
+    @property
+    def exit_code(self) -> int:
+        return {
+            Outcome.PASS: EXIT_PASS,
+            Outcome.FAIL: EXIT_FAIL,
+            Outcome.INCONCLUSIVE: EXIT_INCONCLUSIVE,
+            Outcome.ERROR: EXIT_ERROR,
+        }[self]
+
+
+# Worst first: the overall outcome is the worst outcome of any check.
+SEVERITY = [Outcome.ERROR, Outcome.FAIL, Outcome.INCONCLUSIVE, Outcome.PASS]
+
+
+def worst(outcomes: list[Outcome]) -> Outcome:
+    for outcome in SEVERITY:
+        if outcome in outcomes:
+            return outcome
+    return Outcome.PASS
+
+
+class Check(BaseModel):
+    """One judged figure. Relative checks carry base/head and a delta interval in percent;
+    absolute checks (guided/free ratio, validity) carry only `head` against `threshold`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(description="stable id, e.g. drain.req_per_min or sweep.c8.tpot_p50_ms")
+    label: str = Field(description="what a person reads, e.g. 'TPOT p50 (guided, c=8)'")
+    kind: Literal["relative", "absolute", "validity"]
+    direction: Literal["higher_is_better", "lower_is_better"]
+    unit: str = ""
+    concurrency: int | None = None
+    arm: str | None = None
+    base: float | None = None
+    head: float | None = None
+    delta_pct: float | None = Field(None, description="(head - base) / base * 100")
+    ci_low_pct: float | None = None
+    ci_high_pct: float | None = None
+    threshold: float = Field(description="percent for relative checks; the bound for absolute")
+    outcome: Outcome
+    note: str = ""
+
+
+class Verdict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = VERDICT_SCHEMA_VERSION
+    outcome: Outcome
+    headline: str = Field(description="one line, verdict first")
+    mode: Literal["baseline", "ab", "absolute"]
+    head_results: str | None = None
+    base_results: str | None = Field(None, description="A/B: the base build's results.json")
+    baseline: str | None = Field(None, description="baseline mode: the baseline file")
+    checks: list[Check] = Field(default_factory=list)
+    errors: list[str] = Field(default_factory=list)
+    advice: list[str] = Field(default_factory=list, description="what to do next")
+    warnings: list[str] = Field(default_factory=list, description="environment warnings")
+    method: str = Field("", description="how intervals were computed")
+
+    @property
+    def exit_code(self) -> int:
+        return self.outcome.exit_code
+
+
+def load_verdict(path: str | Path) -> Verdict:
+    path = Path(path)
+    if not path.is_file():
+        raise GateError(f"verdict file {path} does not exist")
+    try:
+        return Verdict.model_validate_json(path.read_text())
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise GateError(f"{path} is not a gate verdict file: {where}: {first['msg']}") from None
