@@ -30,3 +30,10 @@ class Thresholds(BaseModel):
     validity_min: float = Field(1.0, ge=0, le=1, description="share of guided outputs that must validate")
     max_length_finishes: int = Field(0, ge=0, description="allowed finish_reason=length on guided requests")
     confidence: float = Field(0.95, gt=0.5, lt=1.0, description="confidence level of the intervals")
+    run_noise_pct: float = Field(
+        2.0,
+        ge=0,
+        description="run-to-run spread of one measurement (1 sigma, %) that resampling within a "
+        "run cannot see; a floor on each side's interval width (docs/compare.md). GPU drain: "
+        "about 0.2% (513 s +-1 s); a shared 2-core CPU: about 12.5% (+-25% between runs).",
+    )

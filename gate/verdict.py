@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -58,7 +58,12 @@ class Check(BaseModel):
     delta_pct: float | None = Field(None, description="(head - base) / base * 100")
     ci_low_pct: float | None = None
     ci_high_pct: float | None = None
+    ci_low: float | None = Field(None, description="absolute checks: interval of `head`, low end")
+    ci_high: float | None = Field(None, description="absolute checks: interval of `head`, high end")
     threshold: float = Field(description="percent for relative checks; the bound for absolute")
+    head_n: int | None = Field(None, description="independent measurements (repeats) on the head side")
+    base_n: int | None = Field(None, description="independent measurements on the base side")
+    interval_source: str = Field("", description="how the interval was obtained for this check")
     outcome: Outcome
     note: str = ""
 
@@ -78,6 +83,10 @@ class Verdict(BaseModel):
     advice: list[str] = Field(default_factory=list, description="what to do next")
     warnings: list[str] = Field(default_factory=list, description="environment warnings")
     method: str = Field("", description="how intervals were computed")
+    notes: list[str] = Field(
+        default_factory=list, description="what was not compared and why (missing figures, ...)"
+    )
+    thresholds: dict[str, Any] | None = Field(None, description="the thresholds applied")
 
     @property
     def exit_code(self) -> int:
