@@ -17,6 +17,7 @@ COMMAND_MODULES = (
     "gate.tiny_model",
     "gate.export",
     "gate.fingerprint_cli",
+    "gate.compare_cli",
 )
 
 
