@@ -17,6 +17,8 @@ COMMAND_MODULES = (
     "gate.tiny_model",
     "gate.export",
     "gate.fingerprint_cli",
+    "gate.publish_cli",
+    "gate.install_vllm",
     "gate.compare_cli",
 )
 
