@@ -9,9 +9,9 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, computed_field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, computed_field, model_validator
 
 from gate import __version__
 from gate.errors import GateError
@@ -89,6 +89,15 @@ class CellSummary(BaseModel):
     valid_outputs: int = 0
     invalid_outputs: int = 0
     length_finishes: int = 0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_derived(cls, data: Any) -> Any:
+        # requests_per_min is computed and written to results.json: reading it back must not
+        # trip extra="forbid".
+        if isinstance(data, dict) and "requests_per_min" in data:
+            data = {k: v for k, v in data.items() if k != "requests_per_min"}
+        return data
 
     @computed_field  # type: ignore[prop-decorator]
     @property

@@ -1,0 +1,319 @@
+"""gate compare: checks, decision rule, errors, merging, threshold overrides, CLI exit codes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from compare_helpers import (
+    cell,
+    drain_results,
+    gpu_plan,
+    make_results,
+    ratio_results,
+    records_for,
+)
+
+from gate import cli
+from gate.baseline import load_baseline
+from gate.compare import (
+    HIGHER,
+    LOWER,
+    apply_threshold_overrides,
+    compare_results,
+    judge_relative,
+    merge_results,
+    results_figures,
+)
+from gate.errors import GateError
+from gate.results import save_results
+from gate.thresholds import Thresholds
+from gate.verdict import Outcome, Verdict, load_verdict
+
+T = Thresholds()
+
+
+def check(verdict: Verdict, name: str):
+    return next(c for c in verdict.checks if c.name == name)
+
+
+# ---------------------------------------------------------------- seed numbers
+
+
+def test_seed_regression_233_to_121_fails_naming_drain_rate():
+    v = compare_results(drain_results([121.0]), drain_results([233.0]), None, T)
+    assert v.outcome == Outcome.FAIL and v.exit_code == 1
+    c = check(v, "drain.req_per_min")
+    assert c.outcome == Outcome.FAIL
+    assert c.delta_pct == pytest.approx(-48.1, abs=0.1)
+    assert c.ci_high_pct < -10
+    assert "drain req/min" in v.headline and "-48" in v.headline
+
+
+def test_seed_partial_revert_233_to_224_passes_at_10pct():
+    v = compare_results(drain_results([224.0]), drain_results([233.0]), None, T)
+    assert v.outcome == Outcome.PASS, v.headline
+    c = check(v, "drain.req_per_min")
+    assert c.delta_pct == pytest.approx(-3.9, abs=0.1)
+    assert -10 < c.ci_low_pct < c.delta_pct < c.ci_high_pct
+
+
+def test_seed_b300_guided_free_ratio_fails_from_c8():
+    v = compare_results(ratio_results(7490.0, 1120.0), None, None, T)
+    assert v.mode == "absolute"
+    assert v.outcome == Outcome.FAIL
+    assert {c.name for c in v.checks if c.kind == "absolute"} == {"ratio.c8.tpot_p50", "ratio.c32.tpot_p50"}
+    c8 = check(v, "ratio.c8.tpot_p50")
+    assert c8.head == pytest.approx(7.49 / 1.12) and c8.outcome == Outcome.FAIL
+
+
+def test_seed_b300_healthy_ratio_passes():
+    v = compare_results(ratio_results(1070.0, 1110.0), None, None, T)
+    assert v.outcome == Outcome.PASS, v.headline
+    assert check(v, "ratio.c8.tpot_p50").head == pytest.approx(1.07 / 1.11)
+
+
+def test_ratio_skipped_with_note_without_free_arm():
+    cells = [cell("sweep", "guided", level, tpot_p50=50.0) for level in (1, 8)]
+    v = compare_results(make_results(cells, plan=gpu_plan(levels=(1, 8))), None, None, T)
+    assert v.outcome == Outcome.PASS
+    assert not [c for c in v.checks if c.kind == "absolute"]
+    assert any("no free arm" in n for n in v.notes)
+
+
+def test_ratio_disabled_by_null_threshold():
+    t = apply_threshold_overrides(T, ["guided_free_tpot_ratio=null"])
+    v = compare_results(ratio_results(7490.0, 1120.0), None, None, t)
+    assert v.outcome == Outcome.PASS
+    assert any("disabled" in n for n in v.notes)
+
+
+# ---------------------------------------------------------------- decision rule
+
+
+@pytest.mark.parametrize(
+    ("delta", "lo", "hi", "direction", "expected"),
+    [
+        (-48, -51, -45, HIGHER, Outcome.FAIL),  # whole interval past -10%
+        (-4, -9, 1, HIGHER, Outcome.PASS),  # bad end within threshold
+        (-8, -14, -2, HIGHER, Outcome.INCONCLUSIVE),  # straddles -10%
+        (5, -6, 16, HIGHER, Outcome.PASS),  # improvement
+        (25, 12, 40, LOWER, Outcome.FAIL),
+        (8, 2, 15, LOWER, Outcome.INCONCLUSIVE),
+        (-20, -30, 9, LOWER, Outcome.PASS),
+    ],
+)
+def test_judge_relative(delta, lo, hi, direction, expected):
+    assert judge_relative(delta, lo, hi, 10.0, direction) == expected
+
+
+def test_noisy_repeats_are_inconclusive_with_rerun_advice():
+    head = drain_results([180.0, 230.0, 205.0])  # -12% on average, wide spread
+    base = drain_results([240.0, 225.0, 233.0])
+    v = compare_results(head, base, None, T)
+    assert v.outcome == Outcome.INCONCLUSIVE and v.exit_code == 3
+    assert "rerun" in v.headline.lower()
+    assert any("repeats" in a for a in v.advice)
+
+
+def test_sweep_tpot_regression_fails_per_level():
+    def run(factor: float, repeats=(0, 1, 2)):
+        cells = []
+        for r in repeats:
+            for level in (1, 8):
+                g = 20.0 * (factor if level == 8 else 1.0) * (1 + 0.01 * r)
+                cells += [cell("sweep", "guided", level, r, tpot_p50=g), cell("sweep", "free", level, r, tpot_p50=20.0)]
+        return make_results(cells, plan=gpu_plan(levels=(1, 8), repeats=3))
+
+    v = compare_results(run(1.5), run(1.0), None, T)
+    assert check(v, "sweep.c8.tpot_p50_ms").outcome == Outcome.FAIL
+    assert check(v, "sweep.c1.tpot_p50_ms").outcome == Outcome.PASS
+    assert check(v, "sweep.c8.tpot_p50_ms").head_n == 3
+    assert v.outcome == Outcome.FAIL
+
+
+def test_single_repeat_resamples_requests():
+    def run(tpot_s: float, seed: int):
+        recs = records_for("sweep", "guided", 8, 64, tpot_s=tpot_s, seed=seed)
+        recs += records_for("sweep", "free", 8, 64, tpot_s=0.02, seed=seed + 1)
+        cells = [cell("sweep", "guided", 8, tpot_p50=tpot_s * 1000), cell("sweep", "free", 8, tpot_p50=20.0)]
+        return make_results(cells, plan=gpu_plan(levels=(8,)), records=recs)
+
+    v = compare_results(run(0.04, 1), run(0.02, 3), None, T)
+    c = check(v, "sweep.c8.itl_p99_ms")
+    assert "requests" in c.interval_source
+    assert check(v, "sweep.c8.tpot_p50_ms").outcome == Outcome.FAIL
+    assert check(v, "ratio.c8.tpot_p50").outcome == Outcome.FAIL
+    again = compare_results(run(0.04, 1), run(0.02, 3), None, T)
+    assert again.model_dump() == v.model_dump()  # seeded: reproducible
+
+
+# ---------------------------------------------------------------- broken measurements
+
+
+def _guided_drain(**kw):
+    return make_results([cell("drain", "guided", 64, **kw)])
+
+
+@pytest.mark.parametrize(
+    ("kw", "words"),
+    [
+        ({"invalid": 3}, "not valid JSON"),
+        ({"length": 2}, "finish_reason=length"),
+        ({"failed": 4}, "4 request(s) failed"),
+        ({"completed": 0, "requests": 10}, "completed no requests"),
+    ],
+)
+def test_broken_measurement_is_error(kw, words):
+    v = compare_results(_guided_drain(**kw), drain_results([233.0]), None, T)
+    assert v.outcome == Outcome.ERROR and v.exit_code == 4
+    assert any(words in e for e in v.errors), v.errors
+    assert v.headline.startswith("ERROR")
+
+
+def test_validity_error_even_without_base_and_when_faster():
+    v = compare_results(_guided_drain(invalid=1, rpm=400.0), None, None, T)
+    assert v.outcome == Outcome.ERROR
+    assert check(v, "validity.guided_valid_share").outcome == Outcome.ERROR
+
+
+def test_incomplete_or_errored_run_is_error():
+    cells = [cell("drain", "guided", 64)]
+    v = compare_results(make_results(cells, status="interrupted"), None, None, T)
+    assert v.outcome == Outcome.ERROR and "interrupted" in v.errors[0]
+    v = compare_results(make_results(cells, errors=["server died"]), None, None, T)
+    assert v.outcome == Outcome.ERROR and "server died" in v.errors[0]
+
+
+def test_broken_base_is_error_too():
+    v = compare_results(drain_results([233.0]), _guided_drain(failed=1), None, T)
+    assert v.outcome == Outcome.ERROR and any(e.startswith("base") for e in v.errors)
+
+
+def test_ab_plan_mismatch_names_difference():
+    head = drain_results([233.0])
+    base = drain_results([233.0], plan=gpu_plan(max_num_seqs=32))
+    v = compare_results(head, base, None, T)
+    assert v.outcome == Outcome.ERROR
+    assert any("plan_hash" in e and "max_num_seqs: 32 -> 64" in e for e in v.errors), v.errors
+    assert not [c for c in v.checks if c.kind == "relative"]
+
+
+def test_ab_hardware_mismatch_names_difference():
+    v = compare_results(drain_results([233.0]), drain_results([233.0], gpu="NVIDIA H100 80GB HBM3"), None, T)
+    assert v.outcome == Outcome.ERROR
+    assert any("hardware" in e and "H100" in e and "A100" in e for e in v.errors)
+
+
+def test_explicit_baseline_mismatch_is_error_naming_difference():
+    baseline = load_baseline("baselines/a100-gemma4-26b--a100-80gb--gemma-4-26b-a4b-it.yaml")
+    v = compare_results(drain_results([233.0], gpu="NVIDIA B300"), None, baseline, T)
+    assert v.outcome == Outcome.ERROR
+    assert any("hardware" in e and "B300" in e for e in v.errors)
+
+
+# ---------------------------------------------------------------- confirm / merge
+
+
+def test_merge_results_pools_repeats():
+    first = drain_results([200.0, 205.0])
+    second = drain_results([210.0, 198.0])
+    merged = merge_results(first, second)
+    assert sorted(c.repeat for c in merged.cells) == [0, 1, 2, 3]
+    assert merged.plan.repeats == 4 and merged.plan_hash == first.plan_hash
+    assert results_figures(merged)[0]["drain.req_per_min"] == [200.0, 205.0, 210.0, 198.0]
+    v = compare_results(merged, drain_results([233.0, 232.0]), None, T)
+    assert check(v, "drain.req_per_min").head_n == 4
+
+
+def test_merge_refuses_other_plan():
+    with pytest.raises(GateError, match="different plans"):
+        merge_results(drain_results([200.0]), drain_results([200.0], plan=gpu_plan(max_num_seqs=8)))
+
+
+# ---------------------------------------------------------------- thresholds, verdict file
+
+
+def test_threshold_overrides():
+    t = apply_threshold_overrides(T, ["drain_throughput_pct=15", "ratio_min_concurrency=4"])
+    assert t.drain_throughput_pct == 15.0 and t.ratio_min_concurrency == 4
+    with pytest.raises(GateError, match="unknown threshold 'tpot_p95_pct'"):
+        apply_threshold_overrides(T, ["tpot_p95_pct=10"])
+    with pytest.raises(GateError, match="drain_throughput_pct"):
+        apply_threshold_overrides(T, ["drain_throughput_pct=fast"])
+    with pytest.raises(GateError, match="validity_min"):
+        apply_threshold_overrides(T, ["validity_min=2"])
+    with pytest.raises(GateError, match="NAME=VALUE"):
+        apply_threshold_overrides(T, ["tpot_p50_pct"])
+
+
+def test_threshold_override_changes_outcome():
+    head, base = drain_results([205.0]), drain_results([233.0])  # -12%
+    assert compare_results(head, base, None, T).outcome != Outcome.PASS
+    t = apply_threshold_overrides(T, ["drain_throughput_pct=25"])
+    assert compare_results(head, base, None, t).outcome == Outcome.PASS
+
+
+def test_verdict_json_round_trip(tmp_path):
+    v = compare_results(drain_results([121.0]), drain_results([233.0]), None, T)
+    path = tmp_path / "verdict.json"
+    path.write_text(v.model_dump_json(indent=1))
+    again = load_verdict(path)
+    assert again == v
+    assert json.loads(path.read_text())["outcome"] == "fail"
+    assert "bootstrap" in again.method
+
+
+# ---------------------------------------------------------------- CLI
+
+
+@pytest.fixture
+def gate_main(monkeypatch):
+    # other stages' modules may be absent while they are being written: only this one
+    monkeypatch.setattr(cli, "COMMAND_MODULES", ("gate.compare_cli",))
+    return cli.main
+
+
+def _save(results, folder):
+    folder.mkdir(parents=True, exist_ok=True)
+    save_results(results, folder / "results.json")
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("head", "code"),
+    [([121.0], 1), ([224.0], 0), ([180.0, 230.0, 205.0], 3)],
+)
+def test_cli_exit_codes_ab(gate_main, tmp_path, capsys, head, code):
+    h = _save(drain_results(head), tmp_path / "head")
+    b = _save(drain_results([240.0, 225.0, 233.0] if len(head) > 1 else [233.0]), tmp_path / "base")
+    assert gate_main(["compare", str(h), "--against", str(b / "results.json")]) == code
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].startswith(("PASS", "FAIL", "INCONCLUSIVE"))
+    assert "interval" in out and "threshold" in out
+    verdict = load_verdict(h / "verdict.json")
+    assert verdict.exit_code == code and verdict.mode == "ab"
+
+
+def test_cli_error_and_bad_input(gate_main, tmp_path, capsys):
+    h = _save(_guided_drain(failed=2), tmp_path / "head")
+    assert gate_main(["compare", str(h)]) == 4
+    ok = _save(drain_results([233.0]), tmp_path / "ok")
+    assert gate_main(["compare", str(ok), "--threshold", "nope=1"]) == 2
+    assert "unknown threshold" in capsys.readouterr().err
+    assert gate_main(["compare", str(tmp_path / "missing.json")]) == 2
+
+
+def test_cli_baseline_auto_and_out(gate_main, tmp_path, capsys):
+    h = _save(drain_results([121.0]), tmp_path / "head")
+    out = tmp_path / "v" / "verdict.json"
+    code = gate_main(["compare", str(h), "--baseline", "auto", "--baselines-dir", "baselines", "--out", str(out)])
+    assert code == 1
+    verdict = load_verdict(out)
+    assert verdict.mode == "baseline" and verdict.baseline.endswith(".yaml")
+    assert check(verdict, "drain.req_per_min").delta_pct == pytest.approx(-48.1, abs=0.1)
+    capsys.readouterr()
+    other = _save(drain_results([121.0], gpu="NVIDIA L4"), tmp_path / "l4")
+    assert gate_main(["compare", str(other), "--baseline", "auto"]) == 2
+    err = capsys.readouterr().err
+    assert "hardware" in err and "NVIDIA L4" in err and "--against" in err
