@@ -20,6 +20,8 @@ COMMAND_MODULES = (
     "gate.publish_cli",
     "gate.install_vllm",
     "gate.compare_cli",
+    "gate.hunks_cli",
+    "gate.report_cli",
 )
 
 

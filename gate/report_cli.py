@@ -1,0 +1,60 @@
+"""`gate report`: render verdict.json + results (+ hunks.json) into one markdown document."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from gate.errors import GateError
+from gate.hunks import load_hunks
+from gate.report import DEFAULT_TITLE, GITHUB_COMMENT_LIMIT, ReportInput, render_report
+from gate.report_chart import chart_series, write_png
+from gate.results import load_results, write_atomic
+from gate.verdict import load_verdict
+
+MIN_CHARS = 4000
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "report",
+        help="render the markdown report (PR comment / job summary)",
+        description="Render verdict.json and results into one markdown document: verdict, "
+        "checks, guided/free table, chart, warnings, run info, watched diff hunks. Capped "
+        "to --max-chars by trimming hunks only.",
+    )
+    p.add_argument("--verdict", required=True, type=Path, help="verdict.json from gate compare")
+    p.add_argument("--head", required=True, type=Path, help="the head build's results.json")
+    p.add_argument("--base", type=Path, help="the base build's results.json (A/B)")
+    p.add_argument("--hunks", type=Path, help="hunks.json from gate hunks")
+    p.add_argument("--out", type=Path, help="write the markdown here (default: stdout)")
+    p.add_argument("--chart", type=Path, help="write a PNG chart of throughput vs concurrency")
+    p.add_argument("--max-chars", type=int, default=GITHUB_COMMENT_LIMIT,
+                   help=f"cap on the document's length (default {GITHUB_COMMENT_LIMIT:,})")
+    p.add_argument("--title", default=DEFAULT_TITLE, help="the title under the verdict line")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.max_chars < MIN_CHARS:
+        raise GateError(f"--max-chars must be at least {MIN_CHARS}")
+    head = load_results(args.head)
+    base = load_results(args.base) if args.base else None
+    series = chart_series(head, base)
+    note = write_png(args.chart, series) if args.chart else None
+    ri = ReportInput(
+        verdict=load_verdict(args.verdict), head=head, base=base,
+        hunks=load_hunks(args.hunks) if args.hunks else None,
+        title=args.title, max_chars=args.max_chars, chart_series=series,
+        chart_name=args.chart.name if args.chart else None, chart_note=note,
+    )
+    text = render_report(ri)
+    if args.out:
+        write_atomic(args.out, text)
+        print(f"gate report: wrote {args.out} ({len(text):,} chars)", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    if note and args.chart:
+        print(f"gate report: {note}", file=sys.stderr)
+    return 0
