@@ -89,7 +89,13 @@ class WorkloadSpec(StrictModel):
     schema_transport: Literal["response_format", "structured_outputs"] = "response_format"
     max_tokens: int = Field(64, ge=1)
     temperature: float = Field(0.0, ge=0)
-    free_ignore_eos: bool = Field(True, description="free requests run to max_tokens")
+    free_ignore_eos: bool = Field(True, description="free requests run to their max_tokens")
+    free_max_tokens: int | Literal["match_guided"] = Field(
+        "match_guided",
+        description="max_tokens of free requests. match_guided: the median output length of "
+        "the guided warm-up, so both arms mix prefill and decode alike and per-token figures "
+        "compare (guided outputs end when the schema closes, free ones at max_tokens)",
+    )
     request_timeout_s: float = Field(600.0, gt=0)
 
     @model_validator(mode="after")

@@ -1,0 +1,84 @@
+"""Summaries of raw request records with `vllm bench serve`'s metric definitions (FACTS.md).
+
+TTFT = send to first streamed token; TPOT = (E2EL - TTFT) / (output_tokens - 1) per request;
+ITL = every gap between streamed chunks, pooled over requests; E2EL = send to last byte;
+request throughput = completed / duration; output throughput = output tokens / duration.
+Percentiles are numpy's default (linear interpolation), std is the population std, as in vLLM.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from gate.results import CellSummary, Distribution, LevelRatio, RequestRecord
+
+
+def distribution_ms(values_s: Sequence[float]) -> Distribution | None:
+    if not values_s:
+        return None
+    ms = np.asarray(values_s, dtype=float) * 1000.0
+    p50, p90, p99 = np.percentile(ms, [50, 90, 99])
+    return Distribution(
+        mean=float(ms.mean()), std=float(ms.std()), p50=float(p50), p90=float(p90),
+        p99=float(p99), count=int(ms.size),
+    )
+
+
+def tpot_s(record: RequestRecord) -> float | None:
+    if (
+        record.ok
+        and record.ttft_s is not None
+        and record.e2el_s is not None
+        and record.output_tokens is not None
+        and record.output_tokens > 1
+    ):
+        return (record.e2el_s - record.ttft_s) / (record.output_tokens - 1)
+    return None
+
+
+def summarize_cell(
+    records: Sequence[RequestRecord], phase: str, arm: str, concurrency: int, repeat: int,
+    duration_s: float,
+) -> CellSummary:
+    ok = [r for r in records if r.ok]
+    tokens = sum(r.output_tokens or 0 for r in ok)
+    tpots = [t for r in ok if (t := tpot_s(r)) is not None]
+    duration = max(duration_s, 1e-9)
+    return CellSummary(
+        phase=phase, arm=arm, concurrency=concurrency, repeat=repeat,
+        requests=len(records), completed=len(ok), failed=len(records) - len(ok),
+        duration_s=duration_s, total_output_tokens=tokens,
+        request_throughput=len(ok) / duration, output_throughput=tokens / duration,
+        ttft_ms=distribution_ms([r.ttft_s for r in ok if r.ttft_s is not None]),
+        tpot_ms=distribution_ms(tpots),
+        itl_ms=distribution_ms([gap for r in ok for gap in r.itl_s]),
+        e2el_ms=distribution_ms([r.e2el_s for r in ok if r.e2el_s is not None]),
+        valid_outputs=sum(1 for r in ok if r.json_valid is True),
+        invalid_outputs=sum(1 for r in records if r.arm == "guided" and r.json_valid is not True),
+        length_finishes=sum(1 for r in ok if r.finish_reason == "length"),
+    )
+
+
+def _ratio(num: float | None, den: float | None) -> float | None:
+    return num / den if num is not None and den else None
+
+
+def level_ratios(cells: Sequence[CellSummary]) -> list[LevelRatio]:
+    """Guided over free per sweep level and repeat, where both arms were measured."""
+    by_key = {(c.concurrency, c.repeat, c.arm): c for c in cells if c.phase == "sweep"}
+    out = []
+    for conc, rep in sorted({(c, r) for c, r, _ in by_key}):
+        guided, free = by_key.get((conc, rep, "guided")), by_key.get((conc, rep, "free"))
+        if guided is None or free is None:
+            continue
+        out.append(
+            LevelRatio(
+                concurrency=conc, repeat=rep,
+                tpot_p50_ratio=_ratio(guided.tpot_ms and guided.tpot_ms.p50,
+                                      free.tpot_ms and free.tpot_ms.p50),
+                output_throughput_ratio=_ratio(guided.output_throughput, free.output_throughput),
+            )
+        )
+    return out

@@ -1,0 +1,1 @@
+"""Built-in plans (YAML files beside this module)."""

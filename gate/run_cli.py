@@ -1,0 +1,78 @@
+"""`gate run`: the command-line face of gate.run."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+from gate import run, summary
+from gate.errors import EXIT_ERROR, EXIT_PASS, GateError
+from gate.fingerprint import warnings_for
+from gate.plan import apply_overrides, load_plan
+from gate.progress import Progress
+
+
+class Terminated(BaseException):
+    """SIGTERM (a cancelled CI job): unwinds like Ctrl-C so the server is stopped."""
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated()
+
+
+def int_list(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.replace(" ", "").split(",") if v]
+    except ValueError:
+        raise GateError(f"expected comma-separated integers, got {text!r}") from None
+    if not values:
+        raise GateError("expected at least one integer")
+    return values
+
+
+def register(sub) -> None:
+    p = sub.add_parser("run", help="measure a vLLM server: guided-JSON drain + concurrency sweep")
+    p.add_argument("--plan", help="plan YAML file or built-in name (default: cpu-smoke)")
+    p.add_argument("--base-url", help="measure this running server instead of starting one")
+    p.add_argument("--out", type=Path, default=Path("gate-out"), help="output folder")
+    p.add_argument("--label", default="head", help="which build this is (head, base, ...)")
+    p.add_argument("--python", help="interpreter whose vLLM to launch (default: this one)")
+    p.add_argument("--repeats", type=int, help="override plan.repeats")
+    p.add_argument("--drain-requests", type=int, help="override drain.requests")
+    p.add_argument("--drain-concurrency", type=int, help="override drain.concurrency")
+    p.add_argument("--levels", type=int_list, help="override sweep.levels, e.g. 1,8,32")
+    p.add_argument("--requests-per-cell", type=int, help="override sweep.requests_per_cell")
+    p.add_argument("--max-tokens", type=int, help="override workload.max_tokens")
+    p.add_argument("--no-drain", action="store_true", help="skip the drain")
+    p.add_argument("--no-sweep", action="store_true", help="skip the sweep")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.set_defaults(func=main)
+
+
+def main(args) -> int:
+    plan = apply_overrides(
+        load_plan(args.plan), repeats=args.repeats, drain_requests=args.drain_requests,
+        drain_concurrency=args.drain_concurrency, levels=args.levels,
+        requests_per_cell=args.requests_per_cell, max_tokens=args.max_tokens,
+        no_drain=args.no_drain, no_sweep=args.no_sweep,
+    )
+    progress = Progress(quiet=args.quiet)
+    progress(f"plan {plan.name}: {plan.repeats} repeat(s), drain "
+             f"{plan.drain.requests if plan.drain.enabled else 'off'}, sweep levels "
+             f"{plan.sweep.levels if plan.sweep.enabled else 'off'}")
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        opts = run.RunOptions(out=args.out, base_url=args.base_url, python=args.python,
+                              label=args.label)
+        results = run.execute(plan, opts, progress)
+    except Terminated:
+        progress("terminated (SIGTERM): server stopped, nothing written")
+        return 143
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    path = run.write(results, args.out)
+    print(summary.render(results))
+    for warning in warnings_for(results.fingerprint):
+        print(f"warning: {warning}")
+    print(f"\nresults: {path}")
+    return EXIT_PASS if results.status == "complete" else EXIT_ERROR

@@ -1,0 +1,202 @@
+"""Build a tiny random-weight causal LM and tokenizer that `vllm serve` can load from a folder.
+
+No model hub: the tokenizer is a byte-level BPE whose vocabulary and merges are generated
+(bytes, then printable pairs, then printable triples) until it holds `vocab_size` tokens, so
+the model's vocabulary is fully decodable and the grammar bitmask is as wide as a real model's
+(262,144 tokens = Gemma's, 8,192 int32 words per row). Weights are drawn from a seed, so the
+same spec always gives the same model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+import shutil
+import string
+import tempfile
+import time
+from pathlib import Path
+
+from gate.errors import GateError
+from gate.plan import TinyModelSpec
+
+CHAT_TEMPLATE = (
+    "{% for message in messages %}<|{{ message['role'] }}|>\n{{ message['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
+)
+SPECIAL_TOKENS = ["<|begin|>", "<|end|>", "<|pad|>", "<|user|>", "<|assistant|>", "<|system|>"]
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("GATE_CACHE_DIR", Path.home() / ".cache" / "gate"))
+
+
+def spec_hash(spec: TinyModelSpec) -> str:
+    return hashlib.sha256(spec.model_dump_json().encode()).hexdigest()[:12]
+
+
+def _bpe_vocab_and_merges(vocab_size: int) -> tuple[dict[str, int], list[tuple[str, str]]]:
+    from tokenizers.pre_tokenizers import ByteLevel
+
+    base = sorted(ByteLevel.alphabet())  # the 256 printable stand-ins for raw bytes
+    vocab = {tok: i for i, tok in enumerate(SPECIAL_TOKENS)}
+    for tok in base:
+        vocab[tok] = len(vocab)
+    # Printable ASCII as byte-level symbols (space is shown as 'Ġ').
+    printable = [_byte_symbol(c) for c in string.printable[:95]]
+    merges: list[tuple[str, str]] = []
+    target = vocab_size
+    for a, b in itertools.product(printable, repeat=2):
+        if len(vocab) >= target:
+            break
+        tok = a + b
+        if tok not in vocab:
+            vocab[tok] = len(vocab)
+            merges.append((a, b))
+    pairs = [a + b for a, b in itertools.product(printable, repeat=2)]
+    for ab, c in itertools.product(pairs, printable):
+        if len(vocab) >= target:
+            break
+        tok = ab + c
+        if tok not in vocab:
+            vocab[tok] = len(vocab)
+            merges.append((ab, c))
+    if len(vocab) < target:
+        raise GateError(f"tiny model: cannot generate a vocabulary of {target} tokens")
+    return vocab, merges
+
+
+_BYTE_TO_SYMBOL: dict[int, str] = {}
+
+
+def _byte_symbol(char: str) -> str:
+    if not _BYTE_TO_SYMBOL:
+        # GPT-2's bytes_to_unicode, which ByteLevel uses.
+        bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
+        bs += list(range(ord("®"), ord("ÿ") + 1))
+        cs = bs[:]
+        n = 0
+        for b in range(256):
+            if b not in bs:
+                bs.append(b)
+                cs.append(256 + n)
+                n += 1
+        _BYTE_TO_SYMBOL.update({b: chr(c) for b, c in zip(bs, cs, strict=True)})
+    return _BYTE_TO_SYMBOL[ord(char)]
+
+
+def build_tokenizer(vocab_size: int):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab, merges = _bpe_vocab_and_merges(vocab_size)
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token="<|begin|>",
+        eos_token="<|end|>",
+        pad_token="<|pad|>",
+        additional_special_tokens=SPECIAL_TOKENS[3:],
+    )
+    fast.chat_template = CHAT_TEMPLATE
+    return fast
+
+
+def build(spec: TinyModelSpec, out: Path) -> Path:
+    """Write the model and tokenizer to `out` (atomically: a half-built folder never appears)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        tokenizer = build_tokenizer(spec.vocab_size)
+        config = LlamaConfig(
+            vocab_size=spec.vocab_size,
+            hidden_size=spec.hidden_size,
+            intermediate_size=spec.intermediate_size,
+            num_hidden_layers=spec.num_layers,
+            num_attention_heads=spec.num_heads,
+            num_key_value_heads=spec.num_heads,
+            max_position_embeddings=spec.max_position_embeddings,
+            bos_token_id=tokenizer.bos_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+            pad_token_id=tokenizer.pad_token_id,
+            tie_word_embeddings=False,
+            torch_dtype="float32",
+        )
+        torch.manual_seed(spec.seed)
+        model = LlamaForCausalLM(config)
+        model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        (tmp / "gate-tiny-model.json").write_text(spec.model_dump_json(indent=1))
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+def ensure(spec: TinyModelSpec, log=print) -> Path:
+    """The cached model folder for `spec`, built on first use."""
+    folder = cache_root() / "models" / f"tiny-v{spec.vocab_size}-{spec_hash(spec)}"
+    if (folder / "gate-tiny-model.json").is_file():
+        return folder
+    log(f"building tiny model (vocab {spec.vocab_size:,}) in {folder} ...")
+    start = time.monotonic()
+    build(spec, folder)
+    log(f"built tiny model in {time.monotonic() - start:.1f}s")
+    return folder
+
+
+def check_model_folder(path: str) -> None:
+    """Fail early and clearly when a local model folder cannot be a model."""
+    folder = Path(path)
+    if not folder.exists():
+        if "/" in path and not path.startswith((".", "/")) and path.count("/") == 1:
+            return  # looks like a hub id (org/name); vLLM resolves it
+        raise GateError(f"model folder {path} does not exist")
+    if not folder.is_dir():
+        raise GateError(f"model {path} is a file, not a model folder")
+    config = folder / "config.json"
+    if not config.is_file():
+        raise GateError(f"{path} is not a model folder: it has no config.json")
+    try:
+        data = json.loads(config.read_text())
+    except ValueError as exc:
+        raise GateError(f"{config} is not valid JSON: {exc}") from None
+    if not isinstance(data, dict) or "model_type" not in data:
+        raise GateError(f"{config} has no model_type: not a transformers model config")
+    has_weights = any(folder.glob("*.safetensors")) or any(folder.glob("*.bin"))
+    if not has_weights:
+        raise GateError(f"{path} is not a model folder: no *.safetensors or *.bin weights")
+
+
+def register(sub) -> None:
+    p = sub.add_parser("tiny-model", help="build a tiny random-weight model + tokenizer folder")
+    p.add_argument("--vocab", type=int, default=262_144, help="vocabulary size (default 262,144)")
+    p.add_argument("--hidden", type=int, default=128)
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, required=True, help="folder to write")
+    p.set_defaults(func=_cli)
+
+
+def _cli(args) -> int:
+    try:
+        spec = TinyModelSpec(
+            vocab_size=args.vocab, hidden_size=args.hidden, num_layers=args.layers, seed=args.seed
+        )
+    except ValueError as exc:
+        raise GateError(f"bad tiny-model settings: {exc}") from None
+    start = time.monotonic()
+    build(spec, args.out)
+    print(f"wrote {args.out} (vocab {spec.vocab_size:,}) in {time.monotonic() - start:.1f}s")
+    return 0
