@@ -312,7 +312,8 @@ def hunk_summary(h: Hunk) -> str:
 
 def hunk_content(h: Hunk, cap: int | None) -> tuple[str, bool]:
     if not h.text:
-        what = {"binary": "binary file: no text diff", "renamed": "renamed without changes"}
+        what = {"binary": "binary file: no text diff", "renamed": "renamed without changes",
+                "added": "empty file added", "deleted": "empty file deleted"}
         return f"_{what.get(h.change, 'no text changes (mode or type change)')}_", False
     body, cut = truncate_lines(h.text, cap) if cap else (h.text, 0)
     content = code_block(body, "diff")

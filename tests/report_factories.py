@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 from gate.fingerprint import CpuQuota, Fingerprint
 from gate.hunks import Hunk, HunkSet
 from gate.plan import parse_plan
@@ -100,10 +98,5 @@ def hunkset(hunks: list[Hunk]) -> HunkSet:
 
 
 def results_json(r: Results) -> str:
-    """results.json text that load_results accepts. Results.model_dump_json also writes the
-    computed CellSummary.requests_per_min, which load_results then rejects as an extra key
-    (extra="forbid"), so it is dropped here."""
-    data = r.model_dump(mode="json")
-    for c in data["cells"]:
-        c.pop("requests_per_min", None)
-    return json.dumps(data)
+    """results.json text as gate run writes it."""
+    return r.model_dump_json(indent=1)

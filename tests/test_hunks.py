@@ -176,6 +176,7 @@ def test_rename_delete_binary_and_spaces(repo: Path):
     git(repo, "rm", "-q", "vllm/v1/sample/sampler.py")
     write(repo, "vllm/v1/sample/table.bin", bytes(range(256)) * 4)
     write(repo, "vllm/v1/sample/with space.py", "x = '@someone'\n")
+    write(repo, "vllm/v1/sample/ünï cödé.py", "y = 1\n")
     commit(repo, "rename, delete, binary, space")
     hs = extract_hunks(repo, "main", "pr")
     by_path = {h.path: h for h in hs.hunks}
@@ -187,6 +188,7 @@ def test_rename_delete_binary_and_spaces(repo: Path):
     assert by_path["vllm/v1/sample/table.bin"].text == ""
     spaced = by_path["vllm/v1/sample/with space.py"]
     assert spaced.change == "added" and "+x = '@someone'" in spaced.text
+    assert by_path["vllm/v1/sample/ünï cödé.py"].text == "+y = 1"
 
 
 def test_pure_rename_has_one_entry(repo: Path):
@@ -309,3 +311,12 @@ def test_cli_stdout_and_also_watch(repo: Path, capsys):
     assert rc == 0
     data = json.loads(capsys.readouterr().out)
     assert [h["path"] for h in data["hunks"]] == ["README.md"]
+
+
+def test_gate_cli_missing_ref_exits_2_without_traceback(repo: Path, capsys):
+    from gate.cli import main
+
+    rc = main(["hunks", "--repo", str(repo), "--base", "main", "--head", "nope"])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert "git ref 'nope' does not exist" in err and "Traceback" not in err
