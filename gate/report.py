@@ -306,7 +306,7 @@ def hunk_summary(h: Hunk) -> str:
     if h.section:
         parts.append(f"<code>{html_text(h.section, 80)}</code>")
     if h.mechanisms:
-        parts.append(f"<b>{html_text(', '.join(h.mechanisms))}</b> (score {h.score:g})")
+        parts.append(f"<b>{html_text(', '.join(h.mechanisms))}</b> (score {h.score:.1f})")
     return " · ".join(parts)
 
 
