@@ -1,0 +1,130 @@
+"""The streaming client against a real HTTP server on 127.0.0.1 that speaks vLLM's SSE format
+(a stand-in for one function's unit test; the end-to-end tests use a real vllm serve)."""
+
+import asyncio
+import json
+import socket
+import threading
+
+import pytest
+from aiohttp import web
+
+from gate.client import Request, run_closed_loop
+
+
+def sse(obj) -> bytes:
+    return b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+
+def chunk(text=None, finish=None):
+    delta = {"content": text} if text is not None else {"role": "assistant", "content": ""}
+    return {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+
+class FakeVllm:
+    """Streams `tokens` chunks per request, tracks the peak number of requests in flight."""
+
+    def __init__(self, tokens=5, delay=0.002, status=200, break_stream=False):
+        self.tokens, self.delay, self.status, self.break_stream = tokens, delay, status, break_stream
+        self.in_flight = 0
+        self.peak = 0
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        if self.status != 200:
+            return web.json_response({"error": "bad"}, status=self.status)
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        await resp.write(sse(chunk()))
+        for i in range(self.tokens):
+            await asyncio.sleep(self.delay)
+            last = i == self.tokens - 1
+            # Two events in one write: the client must split them itself.
+            await resp.write(sse(chunk(f"t{i}", "stop" if last else None)) + (b"" if not last else b""))
+        self.in_flight -= 1
+        if self.break_stream:
+            return resp
+        usage = {"prompt_tokens": 3, "completion_tokens": self.tokens, "total_tokens": 3 + self.tokens}
+        await resp.write(sse({"choices": [], "usage": usage}) + b"data: [DONE]\n\n")
+        assert body["stream"] is True
+        return resp
+
+
+@pytest.fixture
+def serve():
+    servers = []
+
+    def start(fake: FakeVllm) -> str:
+        loop = asyncio.new_event_loop()
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", fake.handle)
+        runner = web.AppRunner(app)
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        sock.close()
+        loop.run_until_complete(runner.setup())
+        loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", port).start())
+        thread = threading.Thread(target=loop.run_forever, daemon=True)
+        thread.start()
+        servers.append((loop, runner, thread))
+        return f"http://127.0.0.1:{port}"
+
+    yield start
+    for loop, runner, thread in servers:
+        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(5)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+
+
+def reqs(n):
+    return [Request(index=i, body={"stream": True, "messages": []}, schema=None) for i in range(n)]
+
+
+def test_records_every_chunk_and_usage(serve):
+    url = serve(FakeVllm(tokens=5, delay=0.01))
+    responses, start, end = asyncio.run(run_closed_loop(url, reqs(3), 2, 10))
+    assert len(responses) == 3 and end > start
+    for r in responses:
+        assert r.error is None and r.status == 200
+        assert r.text == "t0t1t2t3t4"
+        assert r.output_tokens == 5 and r.prompt_tokens == 3
+        assert r.finish_reason == "stop"
+        assert len(r.itl) == 4 and all(gap >= 0 for gap in r.itl)
+        assert 0 < r.ttft < r.end - r.send
+
+
+def test_closed_loop_keeps_exactly_c_in_flight(serve):
+    fake = FakeVllm(tokens=3, delay=0.02)
+    url = serve(fake)
+    asyncio.run(run_closed_loop(url, reqs(12), 4, 10))
+    assert fake.peak == 4
+
+
+def test_http_errors_are_recorded_not_raised(serve):
+    url = serve(FakeVllm(status=400))
+    responses, _, _ = asyncio.run(run_closed_loop(url, reqs(2), 2, 10))
+    assert all(r.status == 400 and r.error.startswith("HTTP 400") for r in responses)
+
+
+def test_a_stream_cut_short_is_an_error(serve):
+    url = serve(FakeVllm(break_stream=True))
+    (r,), _, _ = asyncio.run(run_closed_loop(url, reqs(1), 1, 10))
+    assert r.error == "stream ended without [DONE]"
+
+
+def test_unreachable_server_is_an_error_per_request():
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    (r,), _, _ = asyncio.run(run_closed_loop(f"http://127.0.0.1:{port}", reqs(1), 1, 5))
+    assert r.error and "ClientConnectorError" in r.error
+
+
+def test_abort_stops_sending(serve):
+    url = serve(FakeVllm())
+    responses, _, _ = asyncio.run(run_closed_loop(url, reqs(3), 1, 10, abort=lambda: "server died"))
+    assert [r.error for r in responses] == ["not sent: server died"] * 3
