@@ -230,8 +230,9 @@ class _Base:
 
 
 def relative_checks(
-    head: Results, base: _Base, thresholds: Thresholds, samples: int, notes: list[str]
+    head: Results, base: _Base, thresholds: Thresholds, confidence: float, samples: int, notes: list[str]
 ) -> list[Check]:
+    floor = thresholds.run_noise_for(bool(head.fingerprint.gpus))
     checks = []
     for slot in slots(head):
         rng = stats.rng_for(slot.name)
@@ -243,7 +244,7 @@ def relative_checks(
             notes.append(f"{slot.label}: the base has no figure for {slot.name}; not compared")
             continue
         threshold = getattr(thresholds, slot.metric.threshold_field)
-        delta, lo, hi = stats.relative_interval(h, b, thresholds.confidence, thresholds.run_noise_pct, rng)
+        delta, lo, hi = stats.relative_interval(h, b, confidence, floor, rng)
         outcome = judge_relative(delta, lo, hi, threshold, slot.metric.direction)
         checks.append(
             Check(
@@ -279,14 +280,23 @@ def _ratio_estimate(head: Results, level: int, rng: np.random.Generator, samples
     return Estimate(point, point * g_reps / f_reps, 1, "1 repeat, requests resampled")
 
 
-def ratio_checks(head: Results, thresholds: Thresholds, samples: int, notes: list[str]) -> list[Check]:
+def ratio_levels(head: Results, thresholds: Thresholds) -> list[int]:
+    if thresholds.guided_free_tpot_ratio is None:
+        return []
+    levels = sorted({c.concurrency for c in head.cells_of("sweep", "guided")})
+    return [lv for lv in levels if lv >= thresholds.ratio_min_concurrency]
+
+
+def ratio_checks(
+    head: Results, thresholds: Thresholds, confidence: float, samples: int, notes: list[str]
+) -> list[Check]:
     bound = thresholds.guided_free_tpot_ratio
     if bound is None:
         notes.append("guided/free TPOT ratio check disabled (guided_free_tpot_ratio is null)")
         return []
+    floor = thresholds.run_noise_for(bool(head.fingerprint.gpus))
     checks = []
-    levels = sorted({c.concurrency for c in head.cells_of("sweep", "guided")})
-    for level in (lv for lv in levels if lv >= thresholds.ratio_min_concurrency):
+    for level in ratio_levels(head, thresholds):
         name = f"ratio.c{level}.tpot_p50"
         rng = stats.rng_for(name)
         est = _ratio_estimate(head, level, rng, samples)
@@ -294,7 +304,7 @@ def ratio_checks(head: Results, thresholds: Thresholds, samples: int, notes: lis
             notes.append(f"guided/free TPOT p50 at c={level}: no free arm measured; ratio not checked")
             continue
         # two cells (guided, free) behind each ratio: twice the variance of one
-        lo, hi = stats.absolute_interval(est, thresholds.confidence, thresholds.run_noise_pct, rng, np.sqrt(2))
+        lo, hi = stats.absolute_interval(est, confidence, floor, rng, np.sqrt(2))
         checks.append(
             Check(
                 name=name, label=f"guided/free TPOT p50 (c={level})", kind="absolute", direction=LOWER,
@@ -410,8 +420,9 @@ def plan_differences(a: dict, b: dict, prefix: str = "", limit: int = 6) -> list
 
 
 METHOD = (
-    "Intervals: {conf:.0%} percentile bootstrap ({samples} replicates, seeded per check) of "
-    "head/base - 1. A side with >= 2 repeats resamples its per-repeat figures; a single run "
+    "Intervals: percentile bootstrap ({samples} replicates, seeded per check) of head/base - 1, "
+    "{conf:.0%} simultaneous over the {k} judged checks (Bonferroni: each interval {each:.2%}), "
+    "so that one noisy check among many does not fail the verdict by chance. A side with >= 2 repeats resamples its per-repeat figures; a single run "
     "resamples its requests (TPOT/ITL quantiles of the pooled values of resampled requests; drain "
     "throughput by Little's law, in-flight count held fixed); a stored mean/std/n is drawn "
     "log-normally. Each side's log-scale spread is floored at run_noise_pct={floor:g}%/sqrt(n) "
@@ -457,17 +468,24 @@ def compare_results(
                 "a difference may also come from the harness"
             )
     errors += mismatch
-    if mode != "absolute" and not mismatch:
-        checks += relative_checks(head, _Base(base, baseline), thresholds, samples, notes)
-    checks += ratio_checks(head, thresholds, samples, notes) + validity
+    compared = mode != "absolute" and not mismatch
+    family = (len(slots(head)) if compared else 0) + len(ratio_levels(head, thresholds))
+    each = 1.0 - (1.0 - thresholds.confidence) / max(family, 1)
+    if compared:
+        checks += relative_checks(head, _Base(base, baseline), thresholds, each, samples, notes)
+    checks += ratio_checks(head, thresholds, each, samples, notes) + validity
     if mode == "absolute":
         notes.append("no baseline and no base results: only the guided/free ratio and validity were checked")
     outcome = Outcome.ERROR if errors else worst([c.outcome for c in checks])
+    floor = thresholds.run_noise_for(bool(head.fingerprint.gpus))
+    applied = thresholds.model_dump(mode="json") | {"run_noise_pct": floor}
     verdict = Verdict(
         outcome=outcome, headline="", mode=mode, head_results=head_path, base_results=base_path,
         baseline=baseline_path, checks=checks, errors=errors, notes=notes,
-        method=METHOD.format(conf=thresholds.confidence, samples=samples, floor=thresholds.run_noise_pct),
-        thresholds=thresholds.model_dump(mode="json"),
+        method=METHOD.format(
+            conf=thresholds.confidence, samples=samples, floor=floor, k=max(family, 1), each=each
+        ),
+        thresholds=applied,
     )
     verdict.headline = headline(verdict)
     verdict.advice = advice(verdict, head)
