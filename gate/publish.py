@@ -27,7 +27,7 @@ from gate.errors import GateError
 from gate.github import GitHubClient, GitHubError, GitHubForbidden
 from gate.hunks import Hunk, HunkSet
 from gate.settings import Settings, check_marker_id
-from gate.verdict import Outcome, Verdict, load_verdict
+from gate.verdict import SEVERITY, Outcome, Verdict, load_verdict
 
 MARKER_PREFIX = "vllm-structured-output-gate"
 MAX_COMMENT_CHARS = 65_536  # GitHub's limit on a comment body
@@ -189,6 +189,37 @@ def annotations(
     return lines
 
 
+# -- several runners, one comment ---------------------------------------------------------
+def combine(reports: list[str], verdicts: list[Verdict], labels: list[str]) -> tuple[str, Verdict]:
+    """One report for a matrix: the worst verdict's line first, then each runner's report
+    under its label, each trimmed to its share of the comment budget."""
+    if len(labels) != len(reports):
+        raise GateError("give one --label per --report")
+    order = [o.value for o in SEVERITY]
+    worst_i = min(range(len(verdicts)), key=lambda i: order.index(verdicts[i].outcome.value))
+    worst = verdicts[worst_i]
+    head = f"**{worst.headline}** (worst of {len(reports)}: {labels[worst_i]})\n"
+    share = (BODY_BUDGET - 2_000) // len(reports)
+    parts = [head]
+    for label, text in zip(labels, reports, strict=True):
+        parts.append(f"\n---\n\n### {_escape_md(label)}\n\n{_trim(text, share)}")
+    return "".join(parts), worst
+
+
+def _trim(text: str, room: int) -> str:
+    if len(text) <= room:
+        return text.rstrip("\n") + "\n"
+    note = "\n\n… trimmed; the full report is in this runner's artifact.\n"
+    cut = text[: room - len(note) - 4]
+    if cut.count("```") % 2:
+        cut += "\n```"
+    return cut + note
+
+
+def _escape_md(text: str) -> str:
+    return re.sub(r"([\\`*_{}\[\]<>()#+!|~-])", r"\\\1", " ".join(text.split()))[:100]
+
+
 # -- the command -------------------------------------------------------------------------
 def default_client(settings: Settings) -> GitHubClient:
     return GitHubClient(settings.api_url, settings.repository or "", settings.github_token)
@@ -196,18 +227,27 @@ def default_client(settings: Settings) -> GitHubClient:
 
 def publish(
     settings: Settings,
-    report_path: Path,
-    verdict_path: Path,
+    report_path: Path | list[Path],
+    verdict_path: Path | list[Path],
     hunks_path: Path | None = None,
     *,
+    labels: list[str] | None = None,
     client_factory: ClientFactory = default_client,
     out: TextIO | None = None,
     err: TextIO | None = None,
 ) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
-    verdict = load_verdict(verdict_path)
-    report = _read_report(report_path)
+    reports = report_path if isinstance(report_path, list) else [report_path]
+    verdict_paths = verdict_path if isinstance(verdict_path, list) else [verdict_path]
+    verdicts = [load_verdict(p) for p in verdict_paths]
+    texts = [_read_report(p) for p in reports]
+    if len(texts) != len(verdicts):
+        raise GateError("give one --verdict per --report")
+    if len(texts) == 1:
+        report, verdict = texts[0], verdicts[0]
+    else:
+        report, verdict = combine(texts, verdicts, labels or [p.parent.name for p in reports])
     body = render_body(report, verdict.outcome, settings.marker_id, settings.run_url)
     append_summary(settings.step_summary, report)
     if verdict.outcome == Outcome.FAIL and hunks_path is not None:
@@ -217,8 +257,8 @@ def publish(
         "verdict": verdict.outcome.value,
         "exit-code": str(verdict.exit_code),
         "headline": verdict.headline,
-        "verdict-path": str(verdict_path),
-        "report-path": str(report_path),
+        "verdict-path": "\n".join(str(p) for p in verdict_paths),
+        "report-path": "\n".join(str(p) for p in reports),
     }
     posted, reason = _try_comment(settings, body, verdict.outcome.value, client_factory, err)
     if posted:

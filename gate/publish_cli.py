@@ -21,8 +21,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "to comment the body goes to --comment-file for the comment-poster workflow."
         ),
     )
-    p.add_argument("--report", type=Path, help="report.md from `gate report`")
-    p.add_argument("--verdict", type=Path, help="verdict.json from `gate compare`/`gate ab`")
+    p.add_argument(
+        "--report",
+        type=Path,
+        action="append",
+        help="report.md from `gate report`; repeat (with --verdict) to merge a matrix's runners",
+    )
+    p.add_argument(
+        "--verdict", type=Path, action="append", help="verdict.json from `gate compare`/`gate ab`"
+    )
+    p.add_argument(
+        "--label",
+        action="append",
+        help="with several reports: each one's heading (default: folder)",
+    )
     p.add_argument("--hunks", type=Path, help="hunks.json: annotate its top hunks on a fail")
     p.add_argument(
         "--comment",
@@ -73,4 +85,4 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.report is None or args.verdict is None:
         raise GateError("gate publish needs --report and --verdict (or --post-comment-file)")
-    return publish(settings, args.report, args.verdict, args.hunks)
+    return publish(settings, args.report, args.verdict, args.hunks, labels=args.label)

@@ -419,3 +419,31 @@ def test_settings_read_pr_from_events(tmp_path):
     assert s.api_url == "https://api.github.com"
     with pytest.raises(GateError):
         Settings.from_env({"GATE_PR_NUMBER": "1 && echo"})
+
+
+def test_matrix_reports_merge_under_one_marker(fake, tmp_path):
+    paths = []
+    for runner, outcome in (("a100", Outcome.PASS), ("h100", Outcome.FAIL)):
+        folder = tmp_path / f"perf-gate-results-{runner}"
+        folder.mkdir()
+        (folder / "report.md").write_text(f"report of {runner}\n" + "x" * 60_000)
+        paths.append((folder / "report.md", make_verdict(folder, outcome)))
+    s = settings_for(fake, tmp_path, marker_id="matrix")
+    code = publish(
+        s,
+        [p[0] for p in paths],
+        [p[1] for p in paths],
+        labels=["a100", "h100"],
+        client_factory=fast_client,
+        out=io.StringIO(),
+        err=io.StringIO(),
+    )
+    assert code == 1
+    (comment,) = fake.comments[12]
+    body = comment["body"]
+    assert len(body) < MAX_COMMENT_CHARS
+    assert marker("matrix") in body and outcome_of(body) == "fail"
+    first_line = body.split("-->\n")[2].splitlines()[0]
+    assert first_line.startswith("**FAIL") and "worst of 2: h100" in first_line
+    assert "### a100" in body and "### h100" in body
+    assert "report of a100" in body and "report of h100" in body
