@@ -14,6 +14,7 @@ from gate.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, GateError
 # sets `func` on its parser. Order is the order of `gate --help`.
 COMMAND_MODULES = (
     "gate.run_cli",
+    "gate.ab_cli",
     "gate.tiny_model",
     "gate.export",
     "gate.fingerprint_cli",

@@ -128,6 +128,9 @@ class ServerInfo(BaseModel):
     model: str
     command: list[str] = Field(default_factory=list)
     log_path: str | None = None
+    env_overrides: dict[str, str] = Field(
+        default_factory=dict, description="environment of this build only (A/B arms)"
+    )
     startup_s: float | None = None
     exit_code: int | None = None
 

@@ -205,6 +205,7 @@ class RunOptions:
     base_url: str | None = None
     python: str | None = None
     label: str = "head"
+    env: dict[str, str] = field(default_factory=dict)  # this build's environment (A/B arms)
 
 
 def execute(plan: Plan, opts: RunOptions, progress: Progress) -> Results:
@@ -213,11 +214,11 @@ def execute(plan: Plan, opts: RunOptions, progress: Progress) -> Results:
     started = time.monotonic()
     opts.out.mkdir(parents=True, exist_ok=True)
     log_path = opts.out / "server.log"
-    server_env = {**os.environ, **plan.server.env}
+    server_env = {**os.environ, **plan.server.env, **opts.env}
     with _timed(timings, "fingerprint_s"):
         fp = fingerprint.collect(python=opts.python or plan.server.python, env=server_env)
     info = ServerInfo(base_url=opts.base_url or "", started_by_gate=opts.base_url is None,
-                      model=plan.server.model or "tiny")
+                      model=plan.server.model or "tiny", env_overrides=opts.env)
     measurement: Measurement | None = None
     errors: list[str] = []
     try:
@@ -252,7 +253,8 @@ def _measure_launched(plan, opts, log_path, info, progress, timings) -> Measurem
             model = plan.server.model
             tiny_model.check_model_folder(model)
     info.model = model
-    server = VllmServer(plan.server, model, log_path, python=opts.python, log=progress)
+    server = VllmServer(plan.server, model, log_path, python=opts.python, log=progress,
+                        env=opts.env)
     info.base_url, info.command, info.log_path = server.base_url, server.command, str(log_path)
     progress(f"starting vllm serve (log: {log_path})")
     try:

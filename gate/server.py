@@ -81,7 +81,7 @@ class VllmServer:
     """`with VllmServer(...) as server:` starts it healthy and stops it whatever happens."""
 
     def __init__(self, spec: ServerSpec, model: str, log_path: Path, python: str | None = None,
-                 log: Callable[[str], None] = print):
+                 log: Callable[[str], None] = print, env: dict[str, str] | None = None):
         self.spec = spec
         self.model = model
         self.log_path = Path(log_path)
@@ -90,7 +90,7 @@ class VllmServer:
             ensure_port_free(spec.host, spec.port)
         self.port = spec.port or free_port(spec.host)
         self.command = build_command(spec, model, self.port, python)
-        self.env = {**os.environ, **spec.env}
+        self.env = {**os.environ, **spec.env, **(env or {})}
         self.proc: subprocess.Popen | None = None
         self.startup_s: float | None = None
 

@@ -1,0 +1,60 @@
+"""`gate ab`: the command-line face of gate.ab."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+from gate import ab
+from gate.compare import apply_threshold_overrides
+from gate.compare_cli import render
+from gate.errors import GateError
+from gate.plan import apply_overrides, load_plan
+from gate.progress import Progress
+from gate.results import write_atomic
+from gate.run_cli import Terminated, _on_sigterm, int_list
+
+
+def register(sub) -> None:
+    p = sub.add_parser("ab", help="A/B: measure base and head builds interleaved, then compare")
+    p.add_argument("--base", help="base build: interpreter or virtualenv (default: this one)")
+    p.add_argument("--head", help="head build: interpreter or virtualenv (default: this one)")
+    p.add_argument("--base-env", action="append", metavar="KEY=VALUE",
+                   help="environment of the base build's server (repeatable)")
+    p.add_argument("--head-env", action="append", metavar="KEY=VALUE",
+                   help="environment of the head build's server (repeatable)")
+    p.add_argument("--plan", help="plan YAML file or built-in name (default: cpu-smoke)")
+    p.add_argument("--rounds", type=int, default=2,
+                   help="ABAB rounds; each build gets one fresh server and repeat per round (default 2)")
+    p.add_argument("--confirm", action="store_true", help="on FAIL, measure again; fail only if it agrees")
+    p.add_argument("--out", type=Path, default=Path("gate-ab"), help="output folder")
+    p.add_argument("--threshold", action="append", metavar="NAME=VALUE", help="override a threshold")
+    p.add_argument("--drain-requests", type=int)
+    p.add_argument("--levels", type=int_list)
+    p.add_argument("--requests-per-cell", type=int)
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=main)
+
+
+def main(args) -> int:
+    if args.rounds < 1:
+        raise GateError("--rounds must be at least 1")
+    plan = apply_overrides(load_plan(args.plan), drain_requests=args.drain_requests,
+                           levels=args.levels, requests_per_cell=args.requests_per_cell)
+    thresholds = apply_threshold_overrides(plan.thresholds, args.threshold)
+    base = ab.Build("base", ab.resolve_python(args.base), ab.parse_env(args.base_env))
+    head = ab.Build("head", ab.resolve_python(args.head), ab.parse_env(args.head_env))
+    progress = Progress(quiet=args.quiet)
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        verdict = ab.ab(plan, base, head, args.rounds, args.out, thresholds, progress, args.confirm)
+    except Terminated:
+        progress("terminated (SIGTERM): servers stopped, no verdict written")
+        return 143
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    path = args.out / "verdict.json"
+    write_atomic(path, verdict.model_dump_json(indent=1))
+    print(render(verdict))
+    print(f"\nverdict: {path} (base: {args.out / 'base'}, head: {args.out / 'head'})")
+    return verdict.exit_code
