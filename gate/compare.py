@@ -222,6 +222,11 @@ class _Base:
     def __init__(self, results: Results | None, baseline: Baseline | None):
         self.results, self.baseline = results, baseline
 
+    def has(self, slot: Slot) -> bool:
+        if self.results is not None:
+            return bool(per_repeat_values(self.results, slot))
+        return slot.name in self.baseline.figures
+
     def estimate(self, slot: Slot, rng: np.random.Generator, samples: int) -> Estimate | None:
         if self.results is not None:
             return estimate_results(self.results, slot, rng, samples)
@@ -469,7 +474,8 @@ def compare_results(
             )
     errors += mismatch
     compared = mode != "absolute" and not mismatch
-    family = (len(slots(head)) if compared else 0) + len(ratio_levels(head, thresholds))
+    judged = [sl for sl in slots(head) if _Base(base, baseline).has(sl)] if compared else []
+    family = len(judged) + len(ratio_levels(head, thresholds))
     each = 1.0 - (1.0 - thresholds.confidence) / max(family, 1)
     if compared:
         checks += relative_checks(head, _Base(base, baseline), thresholds, each, samples, notes)

@@ -186,3 +186,16 @@ def test_update_branch_from_environment(gate_main, tmp_path, monkeypatch):
     assert gate_main(["baseline", "update", run, "--baselines-dir", str(store), "--default-branch", "trunk"]) == 2
     assert gate_main(["baseline", "update", run, "--baselines-dir", str(store), "--default-branch", "trunk",
                       "--force-branch"]) == 0
+
+
+def test_full_a100_plan_run_against_reported_seed_baseline():
+    plan = load_plan("a100-gemma4-26b")
+    cells = [cell("drain", "guided", 64, rpm=224.0)]
+    for level in plan.sweep.levels:
+        cells += [cell("sweep", "guided", level, tpot_p50=10.5), cell("sweep", "free", level, tpot_p50=10.0)]
+    results = make_results(cells, plan=plan)
+    path, baseline = find_baseline(BASELINES, results)
+    v = compare_results(results, None, baseline, plan.thresholds, baseline_path=str(path))
+    assert v.outcome == Outcome.PASS, v.headline
+    assert [c.name for c in v.checks if c.kind == "relative"] == ["drain.req_per_min"]
+    assert "over the 5 judged checks" in v.method  # drain rate + 4 ratio levels (8..64)
