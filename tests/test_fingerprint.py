@@ -4,8 +4,8 @@ from pathlib import Path
 import pytest
 
 from gate.fingerprint import (
-    Fingerprint,
     CpuQuota,
+    Fingerprint,
     collect,
     parse_nvidia_smi,
     read_cpu_quota,
