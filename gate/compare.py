@@ -564,9 +564,10 @@ def merge_results(first: Results, second: Results) -> Results:
     order = ["complete", "interrupted", "error"]
     status = max(first.status, second.status, key=order.index)
     repeats = len({c.repeat for c in first.cells} | {c.repeat for c in cells}) or first.plan.repeats
+    # Pooled runs spent the sum of their times in each stage.
     timings = dict(first.timings_s)
     for key, value in second.timings_s.items():
-        timings[f"confirm.{key}"] = value
+        timings[key] = timings.get(key, 0.0) + value
     return first.model_copy(
         update={
             "plan": first.plan.model_copy(update={"repeats": repeats}),

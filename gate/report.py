@@ -54,6 +54,10 @@ def fmt_num(x: float | None) -> str:
 def fmt_value(x: float | None, unit: str) -> str:
     if x is None:
         return DASH
+    if unit == "share":
+        return f"{x:.1%}"
+    if unit == "x":
+        return f"{fmt_num(x)}×"
     return f"{fmt_num(x)} {md_inline(unit, 20)}".rstrip()
 
 
@@ -62,16 +66,19 @@ def fmt_pct(x: float | None) -> str:
 
 
 def fmt_interval(c: Check) -> str:
-    if c.ci_low_pct is None or c.ci_high_pct is None:
-        return DASH
-    return f"[{c.ci_low_pct:+.1f}%, {c.ci_high_pct:+.1f}%]"
+    if c.ci_low_pct is not None and c.ci_high_pct is not None:
+        return f"[{c.ci_low_pct:+.1f}%, {c.ci_high_pct:+.1f}%]"
+    if c.ci_low is not None and c.ci_high is not None:  # absolute checks: the ratio's interval
+        return f"[{fmt_num(c.ci_low)}, {fmt_num(c.ci_high)}]"
+    return DASH
 
 
 def fmt_threshold(c: Check) -> str:
     lower = c.direction == "lower_is_better"
     if c.kind == "relative":
         return f"≤ +{c.threshold:g}%" if lower else f"≥ −{c.threshold:g}%"
-    return f"≤ {c.threshold:g}" if lower else f"≥ {c.threshold:g}"
+    bound = fmt_value(c.threshold, c.unit) if c.unit in ("share", "x") else f"{c.threshold:g}"
+    return f"≤ {bound}" if lower else f"≥ {bound}"
 
 
 def fmt_outcome(o: Outcome) -> str:
@@ -87,7 +94,9 @@ def med(values: list[float | None]) -> float | None:
 
 
 def verdict_line(v: Verdict) -> str:
-    return f"### {EMOJI[v.outcome]} {v.outcome.value.upper()}: {md_inline(v.headline, 400)}"
+    word = v.outcome.value.upper()
+    headline = v.headline.removeprefix(f"{word}:").strip()  # compare's headline leads with it
+    return f"### {EMOJI[v.outcome]} {word}: {md_inline(headline, 400)}"
 
 
 def subtitle(v: Verdict, title: str) -> str:
@@ -114,7 +123,8 @@ def checks_table(v: Verdict) -> str:
     header = ["Check", "Base", "Head", "Δ", "Interval", "Threshold", "Outcome"]
     out = table(header, [check_row(c) for c in v.checks])
     if v.method:
-        out += f"\n\n<sub>{md_inline(v.method, 400)}</sub>"
+        out += (f"\n\n<details><summary>How the intervals are computed</summary>\n\n"
+                f"{md_inline(v.method, 2000)}\n\n</details>")
     return out
 
 

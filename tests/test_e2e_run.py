@@ -13,7 +13,7 @@ import pytest
 
 from gate.errors import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_PASS
 from gate.results import load_results
-from tests.vllm_helpers import REPO, gate_cmd, run_gate, server_processes, small_plan, wait_gone
+from vllm_helpers import REPO, gate_cmd, run_gate, server_processes, small_plan, wait_gone
 
 pytestmark = pytest.mark.vllm
 
