@@ -8,11 +8,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from vllm_helpers import FIXTURE_OVERLAY, run_gate, small_plan, wait_gone
 
 from gate.errors import EXIT_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS
 from gate.results import load_results
 from gate.verdict import Outcome, load_verdict
-from vllm_helpers import FIXTURE_OVERLAY, run_gate, small_plan, wait_gone
 
 pytestmark = pytest.mark.vllm
 

@@ -8,12 +8,14 @@ import signal
 import socket
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
+from vllm_helpers import REPO, gate_cmd, run_gate, server_processes, small_plan, wait_gone
 
+from gate import cli, workload
 from gate.errors import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_PASS
 from gate.results import load_results
-from vllm_helpers import REPO, gate_cmd, run_gate, server_processes, small_plan, wait_gone
 
 pytestmark = pytest.mark.vllm
 
@@ -122,37 +124,26 @@ def test_measure_running_server_with_structured_outputs_field(shared_server, tmp
     assert shared_server.death() is None  # measuring does not stop a server we did not start
 
 
-def test_unconstrained_server_output_is_an_error_not_a_pass(shared_server, tmp_path):
-    """A request field the server ignores (removed guided_* fields did that silently) yields
-    free text: the run must be an error, never a pass."""
-    plan, _ = small_plan(tmp_path, **{"workload.json_schema": {
-        "type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"],
-        "additionalProperties": False}, "drain.requests": 4, "sweep.enabled": False,
-        "warmup.requests": 0})
-    # The schema goes out, but a server-side override makes guided requests free:
-    # emulate by pointing guided bodies at a field vLLM ignores.
-    from gate import workload
-
+def test_unconstrained_server_output_is_an_error_not_a_pass(shared_server, tmp_path, monkeypatch):
+    """A request field the server ignores (the removed guided_json did that: HTTP 200 with
+    free text) must make the run an error, never a pass."""
+    plan, _ = small_plan(tmp_path, **{"drain.requests": 4, "sweep.enabled": False,
+                                      "warmup.requests": 0})
     original = workload.request_body
 
     def ignored_field(spec, model, prompt, guided, schema, free_max_tokens=None):
         body = original(spec, model, prompt, False, None, None)
         body.pop("ignore_eos", None)
-        body["guided_json"] = schema  # removed around v0.12: ignored with HTTP 200
+        body["guided_json"] = schema  # removed around v0.12: vLLM ignores it
         return body
 
-    workload.request_body = ignored_field
-    try:
-        from gate.cli import main
-
-        code = main(["run", "--plan", str(plan), "--base-url", shared_server.base_url,
+    monkeypatch.setattr(workload, "request_body", ignored_field)
+    code = cli.main(["run", "--plan", str(plan), "--base-url", shared_server.base_url,
                      "--out", str(tmp_path / "out"), "--quiet"])
-    finally:
-        workload.request_body = original
     assert code == EXIT_ERROR
     results = load_results(tmp_path / "out")
     assert results.status == "error"
-    assert any("do not follow the schema" in e for e in results.errors)
+    assert any("do not follow the schema" in e for e in results.errors), results.errors
 
 
 def test_unreachable_server_is_a_clear_error(tmp_path):
@@ -171,32 +162,21 @@ def test_model_folder_that_is_not_a_model(tmp_path):
     folder.mkdir()
     (folder / "README.md").write_text("hello")
     plan, marker = small_plan(tmp_path, **{"server.model": str(folder)})
-    data = plan.read_text().replace("  tiny_model:\n", "  tiny_model_removed:\n")
-    import yaml
-
-    doc = yaml.safe_load(data)
-    doc["server"].pop("tiny_model_removed")
-    plan.write_text(yaml.safe_dump(doc))
     proc = run_gate("run", "--plan", str(plan), "--out", str(tmp_path / "out"))
-    assert proc.returncode == EXIT_ERROR, proc.stderr
-    assert "is not a model folder: it has no config.json" in proc.stderr + proc.stdout
+    assert proc.returncode == EXIT_BAD_INPUT, proc.stderr
+    assert f"{folder} is not a model folder: it has no config.json" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert server_processes(marker) == []
+    assert not (tmp_path / "out" / "results.json").exists()
 
 
 def test_corrupt_weights_kill_the_server_with_its_log_tail(tmp_path, tiny_model_dir):
     folder = tmp_path / "corrupt"
     folder.mkdir()
     for name in ("config.json", "tokenizer.json", "tokenizer_config.json"):
-        (folder / name).write_bytes((__import__("pathlib").Path(tiny_model_dir) / name).read_bytes())
+        (folder / name).write_bytes((Path(tiny_model_dir) / name).read_bytes())
     (folder / "model.safetensors").write_bytes(b"\x00" * 1024)
-    import yaml
-
-    plan, marker = small_plan(tmp_path)
-    doc = yaml.safe_load(plan.read_text())
-    doc["server"].pop("tiny_model")
-    doc["server"]["model"] = str(folder)
-    plan.write_text(yaml.safe_dump(doc))
+    plan, marker = small_plan(tmp_path, **{"server.model": str(folder)})
     proc = run_gate("run", "--plan", str(plan), "--out", str(tmp_path / "out"))
     assert proc.returncode == EXIT_ERROR
     out = proc.stdout + proc.stderr

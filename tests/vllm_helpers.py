@@ -27,6 +27,8 @@ def small_plan(tmp_path: Path, **changes) -> tuple[Path, str]:
     data["warmup"] = {"requests": 2, "concurrency": 2}
     data["drain"] = {"enabled": True, "requests": 32, "concurrency": 16}
     data["sweep"].update({"levels": [1, 4], "requests_per_cell": 8})
+    if "server.model" in changes:  # a model folder instead of the built tiny model
+        data["server"].pop("tiny_model")
     for dotted, value in changes.items():
         *parents, leaf = dotted.split(".")
         node = data
