@@ -80,6 +80,7 @@ def vllm_client(url: str, n: int, tokenizer: str, core: int | None) -> dict:
                "--tokenizer", tokenizer, "--dataset-name", "random", "--random-input-len", "16",
                "--random-output-len", str(TOKENS), "--num-prompts", str(n),
                "--max-concurrency", str(CONCURRENCY), "--num-warmups", "0", "--disable-tqdm",
+               "--percentile-metrics", "ttft,tpot,itl,e2el",
                "--save-result", "--result-dir", tmp, "--result-filename", "r.json"]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:

@@ -2,8 +2,10 @@
 
 One real `vllm serve` (the cpu-smoke plan's tiny 262k-vocab model) serves both; the runs
 alternate gate / vLLM. vLLM's client gets the same JSON schema through `--extra-body`
-(response_format json_schema), the same concurrency, request count and max tokens. Output
-tok/s and TPOT p50 should agree within the run-to-run noise.
+(response_format json_schema), the same concurrency and request count. `vllm bench serve`
+forces ignore_eos on its random dataset, so its output length is set to the gate's mean
+guided output length (guided outputs end when the schema closes): both then decode the same
+number of tokens per request, and output tok/s and TPOT p50 should agree within the noise.
 
     python benchmarks/cross_check.py [--concurrency 8] [--requests 64] [--rounds 3]
 """
@@ -44,7 +46,8 @@ def gate_cell(plan, base_url: str, concurrency: int, n: int) -> dict:
             "tokens": s.total_output_tokens / max(s.completed, 1)}
 
 
-def vllm_cell(plan, base_url: str, model_dir: str, concurrency: int, n: int) -> dict:
+def vllm_cell(plan, base_url: str, model_dir: str, concurrency: int, n: int,
+              output_len: int) -> dict:
     schema = workload.base_schema(plan.workload)
     extra = {"response_format": {"type": "json_schema",
                                  "json_schema": {"name": "gate_output", "schema": schema}},
@@ -54,9 +57,10 @@ def vllm_cell(plan, base_url: str, model_dir: str, concurrency: int, n: int) -> 
                "--base-url", base_url, "--endpoint", "/v1/chat/completions",
                "--model", plan.server.served_model_name, "--tokenizer", model_dir,
                "--dataset-name", "random", "--random-input-len", "24",
-               "--random-output-len", str(plan.workload.max_tokens), "--num-prompts", str(n),
+               "--random-output-len", str(output_len), "--num-prompts", str(n),
                "--max-concurrency", str(concurrency), "--num-warmups", "0", "--disable-tqdm",
                "--extra-body", json.dumps(extra), "--save-result", "--result-dir", tmp,
+               "--percentile-metrics", "ttft,tpot,itl,e2el",
                "--result-filename", "r.json"]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
@@ -79,17 +83,20 @@ def main() -> None:
     rows = []
     started = time.monotonic()
     with VllmServer(plan.server, model_dir, log) as server:
-        gate_cell(plan, server.base_url, args.concurrency, 8)  # warm the grammar cache
+        warm = gate_cell(plan, server.base_url, args.concurrency, 16)  # also warms the cache
+        output_len = round(warm["tokens"])
         for r in range(args.rounds):
             for name in ("gate", "vllm bench serve"):
                 res = (gate_cell(plan, server.base_url, args.concurrency, args.requests)
                        if name == "gate" else
-                       vllm_cell(plan, server.base_url, model_dir, args.concurrency, args.requests))
+                       vllm_cell(plan, server.base_url, model_dir, args.concurrency, args.requests,
+                                 output_len))
                 rows.append([r + 1, name, res["ok"], res["valid"], f"{res['tokens']:.1f}",
                              f"{res['tok_s']:.0f}", f"{res['tpot_ms']:.2f}", f"{res['ttft_ms']:.1f}"])
                 print(" | ".join(map(str, rows[-1])), flush=True)
     print(f"\nguided JSON, concurrency {args.concurrency}, {args.requests} requests per run, "
-          f"max_tokens {plan.workload.max_tokens}; {time.monotonic() - started:.0f}s in all")
+          f"vllm bench serve output length {output_len} (ignore_eos); "
+          f"{time.monotonic() - started:.0f}s in all")
     print(tabulate(rows, headers=["round", "client", "ok", "valid", "out tokens/req",
                                   "output tok/s", "TPOT p50 ms", "TTFT p50 ms"],
                    disable_numparse=True))
