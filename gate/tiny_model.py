@@ -1,9 +1,12 @@
 """Build a tiny random-weight causal LM and tokenizer that `vllm serve` can load from a folder.
 
 No model hub: the tokenizer is a byte-level BPE whose vocabulary and merges are generated
-(bytes, then printable pairs, then printable triples) until it holds `vocab_size` tokens, so
-the model's vocabulary is fully decodable and the grammar bitmask is as wide as a real model's
-(262,144 tokens = Gemma's, 8,192 int32 words per row). Weights are drawn from a seed, so the
+(printable ASCII characters, then their pairs, then triples) until it holds `vocab_size`
+tokens, so the grammar bitmask is as wide as a real model's (262,144 tokens = Gemma's, 8,192
+int32 words per row). Only printable ASCII is in the vocabulary, never a lone non-ASCII byte:
+a random model picks such bytes freely, they decode to nothing until a UTF-8 sequence
+completes, and vLLM then streams a whole free output in one chunk, which hides TTFT and
+inter-token gaps. Other bytes in a prompt become <|unk|>. Weights are drawn from a seed, so the
 same spec always gives the same model.
 """
 
@@ -26,7 +29,10 @@ CHAT_TEMPLATE = (
     "{% for message in messages %}<|{{ message['role'] }}|>\n{{ message['content'] }}\n{% endfor %}"
     "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
 )
-SPECIAL_TOKENS = ["<|begin|>", "<|end|>", "<|pad|>", "<|user|>", "<|assistant|>", "<|system|>"]
+SPECIAL_TOKENS = ["<|begin|>", "<|end|>", "<|pad|>", "<|unk|>", "<|user|>", "<|assistant|>",
+                  "<|system|>"]
+# Bump when the generated tokenizer or weights change: it is part of the cache folder name.
+BUILD_VERSION = 2
 
 
 def cache_root() -> Path:
@@ -38,10 +44,9 @@ def spec_hash(spec: TinyModelSpec) -> str:
 
 
 def _bpe_vocab_and_merges(vocab_size: int) -> tuple[dict[str, int], list[tuple[str, str]]]:
-    from tokenizers.pre_tokenizers import ByteLevel
 
-    base = sorted(ByteLevel.alphabet())  # the 256 printable stand-ins for raw bytes
     vocab = {tok: i for i, tok in enumerate(SPECIAL_TOKENS)}
+    base = [_byte_symbol(c) for c in string.printable[:95] + "\t\n"]
     for tok in base:
         vocab[tok] = len(vocab)
     # Printable ASCII as byte-level symbols (space is shown as 'Ġ').
@@ -92,7 +97,7 @@ def build_tokenizer(vocab_size: int):
     from transformers import PreTrainedTokenizerFast
 
     vocab, merges = _bpe_vocab_and_merges(vocab_size)
-    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges))
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token="<|unk|>"))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     fast = PreTrainedTokenizerFast(
@@ -100,7 +105,8 @@ def build_tokenizer(vocab_size: int):
         bos_token="<|begin|>",
         eos_token="<|end|>",
         pad_token="<|pad|>",
-        additional_special_tokens=SPECIAL_TOKENS[3:],
+        unk_token="<|unk|>",
+        additional_special_tokens=SPECIAL_TOKENS[4:],
     )
     fast.chat_template = CHAT_TEMPLATE
     return fast
@@ -146,7 +152,7 @@ def build(spec: TinyModelSpec, out: Path) -> Path:
 
 def ensure(spec: TinyModelSpec, log=print) -> Path:
     """The cached model folder for `spec`, built on first use."""
-    folder = cache_root() / "models" / f"tiny-v{spec.vocab_size}-{spec_hash(spec)}"
+    folder = cache_root() / "models" / f"tiny-v{spec.vocab_size}-b{BUILD_VERSION}-{spec_hash(spec)}"
     if (folder / "gate-tiny-model.json").is_file():
         return folder
     log(f"building tiny model (vocab {spec.vocab_size:,}) in {folder} ...")
