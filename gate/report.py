@@ -273,7 +273,7 @@ def threads_info(fp: Fingerprint) -> str:
 def timings(r: Results) -> str:
     if not r.timings_s:
         return DASH
-    return ", ".join(f"{k} {v:.0f} s" for k, v in r.timings_s.items())
+    return ", ".join(f"{k.removesuffix('_s')} {v:.0f} s" for k, v in r.timings_s.items())
 
 
 def run_info_rows(r: Results) -> list[str]:
