@@ -23,6 +23,11 @@ class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+# Bump when gate.tiny_model builds a different tokenizer or weights from the same spec: it is
+# part of the cache folder's name and of every plan hash, so runs of two builds never compare.
+TINY_MODEL_BUILD = 2
+
+
 class TinyModelSpec(StrictModel):
     """A random-weight causal LM that the gate builds itself (no model hub needed)."""
 
@@ -157,6 +162,8 @@ class Plan(StrictModel):
         shaping = self.model_dump(include={"server", "workload", "drain", "sweep"}, mode="json")
         for volatile in ("port", "host", "startup_timeout_s", "shutdown_timeout_s", "python"):
             shaping["server"].pop(volatile, None)
+        if shaping["server"].get("tiny_model"):
+            shaping["server"]["tiny_model"]["build"] = TINY_MODEL_BUILD
         blob = json.dumps(shaping, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 

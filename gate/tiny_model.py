@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from gate.errors import GateError
-from gate.plan import TinyModelSpec
+from gate.plan import TINY_MODEL_BUILD, TinyModelSpec
 
 CHAT_TEMPLATE = (
     "{% for message in messages %}<|{{ message['role'] }}|>\n{{ message['content'] }}\n{% endfor %}"
@@ -31,8 +31,6 @@ CHAT_TEMPLATE = (
 )
 SPECIAL_TOKENS = ["<|begin|>", "<|end|>", "<|pad|>", "<|unk|>", "<|user|>", "<|assistant|>",
                   "<|system|>"]
-# Bump when the generated tokenizer or weights change: it is part of the cache folder name.
-BUILD_VERSION = 2
 
 
 def cache_root() -> Path:
@@ -152,7 +150,7 @@ def build(spec: TinyModelSpec, out: Path) -> Path:
 
 def ensure(spec: TinyModelSpec, log=print) -> Path:
     """The cached model folder for `spec`, built on first use."""
-    folder = cache_root() / "models" / f"tiny-v{spec.vocab_size}-b{BUILD_VERSION}-{spec_hash(spec)}"
+    folder = cache_root() / "models" / f"tiny-v{spec.vocab_size}-b{TINY_MODEL_BUILD}-{spec_hash(spec)}"
     if (folder / "gate-tiny-model.json").is_file():
         return folder
     log(f"building tiny model (vocab {spec.vocab_size:,}) in {folder} ...")
