@@ -8,8 +8,9 @@ PYTEST := $(VENV)/bin/pytest
 demo: install  ## set up, then run the default cpu-smoke plan against a real vllm serve
 	$(GATE) run --out gate-out
 
-test: install  ## set up, then run the whole test suite (unit + real vllm serve + lint)
-	$(PYTEST) -v --timeout=1200 tests
+test: install  ## set up, then lint and run the whole test suite (unit + real vllm serve)
+	bash scripts/ci_lint.sh
+	$(PYTEST) -v --timeout=1200 --durations=15 tests
 
 install:
 	GATE_VENV=$(VENV) bash scripts/install.sh
