@@ -1,0 +1,50 @@
+"""Pure parts of gate.run: cell order, free max_tokens, and never clobbering stored results."""
+
+from test_results import sample_results
+
+from gate.plan import load_plan, parse_plan
+from gate.results import RequestRecord
+from gate.run import cells_for_repeat, free_max_tokens, write
+
+
+def plan(**sweep):
+    return parse_plan({"name": "p", "server": {"model": "/m"},
+                       "drain": {"requests": 10, "concurrency": 5},
+                       "sweep": {"levels": [1, 8], "requests_per_cell": 4, **sweep}})
+
+
+def test_interleaved_order_alternates_arms_per_level_and_repeat():
+    r0 = [(c.phase, c.arm, c.concurrency) for c in cells_for_repeat(plan(), 0)]
+    assert r0 == [("drain", "guided", 5), ("sweep", "guided", 1), ("sweep", "free", 1),
+                  ("sweep", "free", 8), ("sweep", "guided", 8)]
+    r1 = [(c.arm, c.concurrency) for c in cells_for_repeat(plan(), 1)][1:]
+    assert r1 == [("free", 1), ("guided", 1), ("guided", 8), ("free", 8)]
+
+
+def test_blocked_order_runs_each_arm_through_all_levels():
+    cells = [(c.arm, c.concurrency) for c in cells_for_repeat(plan(order="blocked"), 0)][1:]
+    assert cells == [("guided", 1), ("guided", 8), ("free", 1), ("free", 8)]
+
+
+def test_cells_send_at_least_two_requests_per_slot():
+    by_level = {c.concurrency: c.requests for c in cells_for_repeat(plan(), 0) if c.phase == "sweep"}
+    assert by_level == {1: 4, 8: 16}
+
+
+def test_free_max_tokens_matches_the_guided_median():
+    p = load_plan("cpu-smoke")
+    recs = [RequestRecord(index=i, phase="warmup", arm="guided", concurrency=1, send_s=0,
+                          http_status=200, output_tokens=n) for i, n in enumerate([20, 30, 40])]
+    assert free_max_tokens(p, recs) == 30
+    fixed = parse_plan({"name": "p", "server": {"model": "/m"}, "workload": {"free_max_tokens": 7}})
+    assert free_max_tokens(fixed, recs) == 7
+
+
+def test_a_broken_run_never_overwrites_stored_results(tmp_path):
+    good = sample_results()
+    assert write(good, tmp_path).name == "results.json"
+    stored = (tmp_path / "results.json").read_bytes()
+    broken = good.model_copy(update={"status": "error", "errors": ["server died"]})
+    path = write(broken, tmp_path)
+    assert path.name.startswith("results.error-") and path.exists()
+    assert (tmp_path / "results.json").read_bytes() == stored
