@@ -33,12 +33,14 @@ if [ "${GATE_NO_VLLM:-0}" != "1" ]; then
   else
     extra=()
     # Does pip's own configuration (find-links, mirror) already offer the CPU torch?
-    if "${pip[@]}" download --quiet --no-deps --dest "$(mktemp -d)" "$torch_req" >/dev/null 2>&1; then
+    probe_dir="$(mktemp -d)"
+    if "${pip[@]}" download --quiet --no-deps --dest "$probe_dir" "$torch_req" >/dev/null 2>&1; then
       say "$torch_req found through pip's configuration"
     else
       say "$torch_req not in pip's configuration: adding $torch_index"
       extra=(--extra-index-url "$torch_index")
     fi
+    rm -rf "$probe_dir"
     say "installing $vllm_req (about 2 minutes, 3.4 GB)"
     "${pip[@]}" install --quiet "${extra[@]}" "$vllm_req"
   fi
@@ -53,5 +55,5 @@ if [ "${GATE_NO_VLLM:-0}" != "1" ]; then
 fi
 
 say "installing the gate (editable) with its dev tools"
-"${pip[@]}" install --quiet -e "$root[dev]"
+"${pip[@]}" install --quiet -e "${root}[dev]"
 say "done: $("$venv/bin/gate" --version)"
