@@ -56,6 +56,9 @@ for step in steps:
 sys.exit(1 if bad else 0)
 PY
 
+echo "== shellcheck (scripts, .ci/run)"
+shellcheck -s bash -S warning scripts/*.sh .ci/run || status=1
+
 echo "== zizmor $(zizmor --version)"
 zizmor --offline --no-progress --min-severity medium action.yml workflows/*.yml || status=1
 
