@@ -3,7 +3,7 @@
 #
 #   ruff        the gate package and tests
 #   actionlint  workflows/*.yml (custom runner labels in scripts/actionlint.yaml), with
-#               shellcheck on every run: script
+#               ShellCheck on every run: script
 #   shellcheck  the run: scripts of action.yml (actionlint reads workflows, not actions)
 #   zizmor      action.yml and workflows/*.yml, nothing of medium severity or above
 #
