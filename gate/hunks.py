@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gate.errors import GateError
+from gate.errors import GateError, load_json_model
 
 HUNKS_SCHEMA_VERSION = 1
 
@@ -310,10 +310,4 @@ def extract_hunks(repo: str | Path, base: str, head: str, watch: list[str] | Non
 
 
 def load_hunks(path: str | Path) -> HunkSet:
-    path = Path(path)
-    if not path.is_file():
-        raise GateError(f"hunks file {path} does not exist")
-    try:
-        return HunkSet.model_validate_json(path.read_text())
-    except ValueError as exc:
-        raise GateError(f"{path} is not a gate hunks file: {str(exc).splitlines()[0]}") from None
+    return load_json_model(HunkSet, Path(path), "hunks file")

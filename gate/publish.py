@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from gate.errors import GateError
+from gate.errors import GateError, load_json_model
 from gate.github import GitHubClient, GitHubError, GitHubForbidden
-from gate.hunks import Hunk, HunkSet
+from gate.hunks import Hunk, HunkSet, load_hunks
 from gate.settings import Settings, check_marker_id
 from gate.verdict import SEVERITY, Outcome, Verdict, load_verdict
 
@@ -120,14 +120,7 @@ class CommentFile(BaseModel):
 
 
 def load_comment_file(path: Path) -> CommentFile:
-    try:
-        return CommentFile.model_validate_json(path.read_text())
-    except OSError as exc:
-        raise GateError(f"cannot read comment file {path}: {exc.strerror}") from None
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise GateError(f"{path} is not a gate comment file: {where}: {first['msg']}") from None
+    return load_json_model(CommentFile, path, "comment file")
 
 
 # -- GitHub Actions files and workflow commands -------------------------------------------
@@ -251,7 +244,7 @@ def publish(
     body = render_body(report, verdict.outcome, settings.marker_id, settings.run_url)
     append_summary(settings.step_summary, report)
     if verdict.outcome == Outcome.FAIL and hunks_path is not None:
-        for line in annotations(_load_hunks(hunks_path), verdict, settings.path_prefix):
+        for line in annotations(load_hunks(hunks_path), verdict, settings.path_prefix):
             print(line, file=out)
     outputs = {
         "verdict": verdict.outcome.value,
@@ -343,15 +336,6 @@ def _read_report(path: Path) -> str:
         return path.read_text(encoding="utf-8")
     except OSError as exc:
         raise GateError(f"cannot read report {path}: {exc.strerror}") from None
-
-
-def _load_hunks(path: Path) -> HunkSet:
-    try:
-        return HunkSet.model_validate_json(path.read_text())
-    except OSError as exc:
-        raise GateError(f"cannot read hunks file {path}: {exc.strerror}") from None
-    except ValidationError as exc:
-        raise GateError(f"{path} is not a gate hunks file: {exc.errors()[0]['msg']}") from None
 
 
 def _write_json(path: Path, text: str) -> None:

@@ -11,10 +11,10 @@ import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, computed_field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
 from gate import __version__
-from gate.errors import GateError
+from gate.errors import GateError, load_json_model
 from gate.fingerprint import Fingerprint
 from gate.plan import Plan
 
@@ -191,17 +191,7 @@ def load_results(path: str | Path) -> Results:
     path = Path(path)
     if path.is_dir():
         path = path / "results.json"
-    if not path.is_file():
-        raise GateError(f"results file {path} does not exist")
-    try:
-        results = Results.model_validate_json(path.read_text())
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise GateError(
-            f"{path} is not a gate results file (schema v{RESULTS_SCHEMA_VERSION}): "
-            f"{where}: {first['msg']} ({exc.error_count()} problem(s))"
-        ) from None
+    results = load_json_model(Results, path, f"results file (schema v{RESULTS_SCHEMA_VERSION})")
     if results.schema_version != RESULTS_SCHEMA_VERSION:
         raise GateError(
             f"{path} has results schema v{results.schema_version}; this gate reads v{RESULTS_SCHEMA_VERSION}"

@@ -6,9 +6,9 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from gate.errors import EXIT_ERROR, EXIT_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS, GateError
+from gate.errors import EXIT_ERROR, EXIT_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS, load_json_model
 
 VERDICT_SCHEMA_VERSION = 1
 
@@ -94,12 +94,4 @@ class Verdict(BaseModel):
 
 
 def load_verdict(path: str | Path) -> Verdict:
-    path = Path(path)
-    if not path.is_file():
-        raise GateError(f"verdict file {path} does not exist")
-    try:
-        return Verdict.model_validate_json(path.read_text())
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise GateError(f"{path} is not a gate verdict file: {where}: {first['msg']}") from None
+    return load_json_model(Verdict, Path(path), "verdict file")
