@@ -42,30 +42,22 @@ def spec_hash(spec: TinyModelSpec) -> str:
 
 
 def _bpe_vocab_and_merges(vocab_size: int) -> tuple[dict[str, int], list[tuple[str, str]]]:
-
     vocab = {tok: i for i, tok in enumerate(SPECIAL_TOKENS)}
     base = [_byte_symbol(c) for c in string.printable[:95] + "\t\n"]
     for tok in base:
         vocab[tok] = len(vocab)
     # Printable ASCII as byte-level symbols (space is shown as 'Ġ').
     printable = [_byte_symbol(c) for c in string.printable[:95]]
+    pairs = list(itertools.product(printable, repeat=2))
+    triples = ((a + b, c) for (a, b), c in itertools.product(pairs, printable))
     merges: list[tuple[str, str]] = []
     target = vocab_size
-    for a, b in itertools.product(printable, repeat=2):
+    for left, right in itertools.chain(pairs, triples):
         if len(vocab) >= target:
             break
-        tok = a + b
-        if tok not in vocab:
-            vocab[tok] = len(vocab)
-            merges.append((a, b))
-    pairs = [a + b for a, b in itertools.product(printable, repeat=2)]
-    for ab, c in itertools.product(pairs, printable):
-        if len(vocab) >= target:
-            break
-        tok = ab + c
-        if tok not in vocab:
-            vocab[tok] = len(vocab)
-            merges.append((ab, c))
+        if left + right not in vocab:
+            vocab[left + right] = len(vocab)
+            merges.append((left, right))
     if len(vocab) < target:
         raise GateError(f"tiny model: cannot generate a vocabulary of {target} tokens")
     return vocab, merges
