@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 from pathlib import Path
 
 from gate import ab
@@ -12,7 +11,7 @@ from gate.errors import GateError
 from gate.plan import apply_overrides, load_plan
 from gate.progress import Progress
 from gate.results import write_atomic
-from gate.run_cli import Terminated, _on_sigterm, int_list
+from gate.run_cli import Terminated, int_list, sigterm_unwinds
 
 
 def register(sub) -> None:
@@ -45,14 +44,13 @@ def main(args) -> int:
     base = ab.Build("base", ab.resolve_python(args.base), ab.parse_env(args.base_env))
     head = ab.Build("head", ab.resolve_python(args.head), ab.parse_env(args.head_env))
     progress = Progress(quiet=args.quiet)
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
-        verdict = ab.ab(plan, base, head, args.rounds, args.out, thresholds, progress, args.confirm)
+        with sigterm_unwinds():
+            verdict = ab.ab(plan, base, head, args.rounds, args.out, thresholds, progress,
+                            args.confirm)
     except Terminated:
         progress("terminated (SIGTERM): servers stopped, no verdict written")
         return 143
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     path = args.out / "verdict.json"
     write_atomic(path, verdict.model_dump_json(indent=1))
     print(render(verdict))

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
+from collections.abc import Iterator
 from pathlib import Path
 
 from gate import run, summary
@@ -16,8 +18,18 @@ class Terminated(BaseException):
     """SIGTERM (a cancelled CI job): unwinds like Ctrl-C so the server is stopped."""
 
 
-def _on_sigterm(signum, frame):
+def _raise_terminated(signum, frame):
     raise Terminated()
+
+
+@contextlib.contextmanager
+def sigterm_unwinds() -> Iterator[None]:
+    """Within the block, SIGTERM raises Terminated, so every `finally` (server stop) runs."""
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def int_list(text: str) -> list[int]:
@@ -60,16 +72,14 @@ def main(args) -> int:
     progress(f"plan {plan.name}: {plan.repeats} repeat(s), drain "
              f"{plan.drain.requests if plan.drain.enabled else 'off'}, sweep levels "
              f"{plan.sweep.levels if plan.sweep.enabled else 'off'}")
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    opts = run.RunOptions(out=args.out, base_url=args.base_url, python=args.python,
+                          label=args.label)
     try:
-        opts = run.RunOptions(out=args.out, base_url=args.base_url, python=args.python,
-                              label=args.label)
-        results = run.execute(plan, opts, progress)
+        with sigterm_unwinds():
+            results = run.execute(plan, opts, progress)
     except Terminated:
         progress("terminated (SIGTERM): server stopped, nothing written")
         return 143
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     path = run.write(results, args.out)
     print(summary.render(results))
     for warning in warnings_for(results.fingerprint):
