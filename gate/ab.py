@@ -17,7 +17,7 @@ from gate import compare, run
 from gate.errors import GateError
 from gate.plan import Plan
 from gate.progress import Progress
-from gate.results import Results, save_results
+from gate.results import Results, merge_results, save_results
 from gate.thresholds import Thresholds
 from gate.verdict import Outcome, Verdict
 
@@ -43,18 +43,9 @@ def resolve_python(spec: str | None) -> str:
     return str(path)
 
 
-def parse_env(items: list[str] | None) -> dict[str, str]:
-    env = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise GateError(f"expected KEY=VALUE for an environment setting, got {item!r}")
-        env[key] = value
-    return env
-
-
 def measure_rounds(plan: Plan, base: Build, head: Build, rounds: int, out: Path,
-                   progress: Progress, first_round: int = 0) -> dict[str, Results]:
+                   progress: Progress, cache_dir: Path, first_round: int = 0
+                   ) -> dict[str, Results]:
     """Run `rounds` ABAB rounds; returns each arm's results pooled over its rounds. Stops at the
     first broken measurement (its results carry the error)."""
     one = plan.model_copy(update={"repeats": 1})
@@ -63,12 +54,12 @@ def measure_rounds(plan: Plan, base: Build, head: Build, rounds: int, out: Path,
         for build in (base, head):
             progress(f"A/B round {r + 1}: {build.label} ({build.python}"
                      f"{' ' + str(build.env) if build.env else ''})")
-            opts = run.RunOptions(out=out / build.label / f"round{r + 1}", python=build.python,
-                                  label=build.label, env=build.env)
+            opts = run.RunOptions(out=out / build.label / f"round{r + 1}", cache_dir=cache_dir,
+                                  python=build.python, label=build.label, env=build.env)
             res = run.execute(one, opts, progress)
             run.write(res, opts.out)
             prev = pooled.get(build.label)
-            pooled[build.label] = res if prev is None else compare.merge_results(prev, res)
+            pooled[build.label] = res if prev is None else merge_results(prev, res)
             if res.status != "complete":
                 progress(f"{build.label} measurement broken: stopping the A/B")
                 return pooled
@@ -88,14 +79,15 @@ def judge(pooled: dict[str, Results], thresholds: Thresholds, out: Path) -> Verd
 
 
 def ab(plan: Plan, base: Build, head: Build, rounds: int, out: Path, thresholds: Thresholds,
-       progress: Progress, confirm: bool = False) -> Verdict:
-    pooled = measure_rounds(plan, base, head, rounds, out, progress)
+       progress: Progress, cache_dir: Path, confirm: bool = False) -> Verdict:
+    pooled = measure_rounds(plan, base, head, rounds, out, progress, cache_dir)
     verdict = judge(pooled, thresholds, out)
     if confirm and verdict.outcome == Outcome.FAIL:
         progress("first verdict is FAIL: measuring again to confirm (--confirm)")
-        again = measure_rounds(plan, base, head, rounds, out, progress, first_round=rounds)
+        again = measure_rounds(plan, base, head, rounds, out, progress, cache_dir,
+                               first_round=rounds)
         second = judge(again, thresholds, out)
-        pooled = {k: compare.merge_results(pooled[k], again[k]) for k in pooled if k in again}
+        pooled = {k: merge_results(pooled[k], again[k]) for k in pooled if k in again}
         verdict = judge(pooled, thresholds, out)
         if second.outcome != Outcome.FAIL and verdict.outcome == Outcome.FAIL:
             verdict = verdict.model_copy(update={

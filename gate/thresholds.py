@@ -2,13 +2,16 @@
 
 Defaults are chosen so that a vLLM maintainer would accept them: a 10% loss of drain
 throughput, a 10% rise of per-token latency at p50 (20% at p99, which is noisier), and an
-absolute guided/free TPOT bound of 1.25 from concurrency 8 up (FACTS.md: healthy ~1.0 on GPUs,
-the regression showed 1.5-6.7).
+absolute guided/free TPOT bound of 1.25 from concurrency 8 up (healthy ~1.0 on GPUs, the
+regression showed 1.5-6.7: docs/background.md#the-49013-regression).
 """
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from gate.errors import GateError
+from gate.files import validation_problems
 
 # Defaults of `run_noise_pct` by hardware kind (1 sigma, % of one measurement).
 GPU_RUN_NOISE_PCT = 1.0
@@ -51,3 +54,18 @@ class Thresholds(BaseModel):
         if self.run_noise_pct is not None:
             return self.run_noise_pct
         return GPU_RUN_NOISE_PCT if on_gpu else CPU_RUN_NOISE_PCT
+
+    def with_overrides(self, overrides: dict[str, str]) -> Thresholds:
+        """These thresholds with NAME=VALUE overrides applied (values as typed on a command
+        line; null/none/off clears an optional one). A wrong name or value is a GateError."""
+        data = self.model_dump()
+        for name, value in overrides.items():
+            if name not in Thresholds.model_fields:
+                known = ", ".join(sorted(Thresholds.model_fields))
+                raise GateError(f"unknown threshold {name!r}; known: {known}")
+            data[name] = None if value.strip().lower() in ("null", "none", "off") else value
+        try:
+            return Thresholds.model_validate(data)
+        except ValidationError as exc:
+            problems = "; ".join(validation_problems(exc))
+            raise GateError(f"invalid threshold override: {problems}") from None

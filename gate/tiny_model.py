@@ -33,21 +33,19 @@ SPECIAL_TOKENS = ["<|begin|>", "<|end|>", "<|pad|>", "<|unk|>", "<|user|>", "<|a
                   "<|system|>"]
 
 
-def cache_root() -> Path:
-    return Path(os.environ.get("GATE_CACHE_DIR", Path.home() / ".cache" / "gate"))
-
-
 def spec_hash(spec: TinyModelSpec) -> str:
     return hashlib.sha256(spec.model_dump_json().encode()).hexdigest()[:12]
 
 
 def _bpe_vocab_and_merges(vocab_size: int) -> tuple[dict[str, int], list[tuple[str, str]]]:
+    # GPT-2's byte-to-symbol table, which the ByteLevel pre-tokenizer uses (space is 'Ġ').
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+    symbol = bytes_to_unicode()
     vocab = {tok: i for i, tok in enumerate(SPECIAL_TOKENS)}
-    base = [_byte_symbol(c) for c in string.printable[:95] + "\t\n"]
-    for tok in base:
-        vocab[tok] = len(vocab)
-    # Printable ASCII as byte-level symbols (space is shown as 'Ġ').
-    printable = [_byte_symbol(c) for c in string.printable[:95]]
+    for char in string.printable[:95] + "\t\n":
+        vocab[symbol[ord(char)]] = len(vocab)
+    printable = [symbol[ord(c)] for c in string.printable[:95]]
     pairs = list(itertools.product(printable, repeat=2))
     triples = ((a + b, c) for (a, b), c in itertools.product(pairs, printable))
     merges: list[tuple[str, str]] = []
@@ -61,25 +59,6 @@ def _bpe_vocab_and_merges(vocab_size: int) -> tuple[dict[str, int], list[tuple[s
     if len(vocab) < target:
         raise GateError(f"tiny model: cannot generate a vocabulary of {target} tokens")
     return vocab, merges
-
-
-_BYTE_TO_SYMBOL: dict[int, str] = {}
-
-
-def _byte_symbol(char: str) -> str:
-    if not _BYTE_TO_SYMBOL:
-        # GPT-2's bytes_to_unicode, which ByteLevel uses.
-        bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
-        bs += list(range(ord("®"), ord("ÿ") + 1))
-        cs = bs[:]
-        n = 0
-        for b in range(256):
-            if b not in bs:
-                bs.append(b)
-                cs.append(256 + n)
-                n += 1
-        _BYTE_TO_SYMBOL.update({b: chr(c) for b, c in zip(bs, cs, strict=True)})
-    return _BYTE_TO_SYMBOL[ord(char)]
 
 
 def build_tokenizer(vocab_size: int):
@@ -140,9 +119,9 @@ def build(spec: TinyModelSpec, out: Path) -> Path:
     return out
 
 
-def ensure(spec: TinyModelSpec, log=print) -> Path:
-    """The cached model folder for `spec`, built on first use."""
-    folder = cache_root() / "models" / f"tiny-v{spec.vocab_size}-b{TINY_MODEL_BUILD}-{spec_hash(spec)}"
+def ensure(spec: TinyModelSpec, cache_dir: Path, log=print) -> Path:
+    """The model folder for `spec` under `cache_dir` (Settings.cache_dir), built on first use."""
+    folder = Path(cache_dir) / "models" / f"tiny-v{spec.vocab_size}-b{TINY_MODEL_BUILD}-{spec_hash(spec)}"
     if (folder / "gate-tiny-model.json").is_file():
         return folder
     log(f"building tiny model (vocab {spec.vocab_size:,}) in {folder} ...")
@@ -173,26 +152,3 @@ def check_model_folder(path: str) -> None:
     has_weights = any(folder.glob("*.safetensors")) or any(folder.glob("*.bin"))
     if not has_weights:
         raise GateError(f"{path} is not a model folder: no *.safetensors or *.bin weights")
-
-
-def register(sub) -> None:
-    p = sub.add_parser("tiny-model", help="build a tiny random-weight model + tokenizer folder")
-    p.add_argument("--vocab", type=int, default=262_144, help="vocabulary size (default 262,144)")
-    p.add_argument("--hidden", type=int, default=128)
-    p.add_argument("--layers", type=int, default=2)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", type=Path, required=True, help="folder to write")
-    p.set_defaults(func=_cli)
-
-
-def _cli(args) -> int:
-    try:
-        spec = TinyModelSpec(
-            vocab_size=args.vocab, hidden_size=args.hidden, num_layers=args.layers, seed=args.seed
-        )
-    except ValueError as exc:
-        raise GateError(f"bad tiny-model settings: {exc}") from None
-    start = time.monotonic()
-    build(spec, args.out)
-    print(f"wrote {args.out} (vocab {spec.vocab_size:,}) in {time.monotonic() - start:.1f}s")
-    return 0

@@ -9,6 +9,7 @@ import pytest
 
 from gate.plan import load_plan
 from gate.server import VllmServer
+from gate.settings import Settings
 from gate.tiny_model import ensure
 
 
@@ -20,7 +21,7 @@ def vllm_available() -> None:
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(vllm_available) -> str:
-    return str(ensure(load_plan("cpu-smoke").server.tiny_model))
+    return str(ensure(load_plan("cpu-smoke").server.tiny_model, Settings.from_env().cache_dir))
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 from compare_helpers import cell, drain_results, gpu_plan, make_results
 
-from gate import cli
 from gate.baseline import (
     find_baseline,
     load_all,
@@ -17,6 +16,7 @@ from gate.baseline import (
     model_key,
     plan_facts,
 )
+from gate.cli import main as gate_cli_main
 from gate.compare import compare_results
 from gate.errors import GateError
 from gate.plan import load_plan
@@ -99,10 +99,9 @@ def test_broken_baseline_names_file_and_key(tmp_path, text, words):
 
 @pytest.fixture
 def gate_main(monkeypatch):
-    monkeypatch.setattr(cli, "COMMAND_MODULES", ("gate.compare_cli",))
     monkeypatch.delenv("GITHUB_REF_NAME", raising=False)
     monkeypatch.delenv("GITHUB_SHA", raising=False)
-    return cli.main
+    return gate_cli_main
 
 
 def _saved(results, tmp_path, name="run"):
@@ -162,8 +161,8 @@ def test_update_over_reported_seed_keeps_it_in_history(gate_main, tmp_path):
         (lambda: _sweep_run([230.0]), [], "cannot tell which branch"),
         (lambda: make_results([cell("drain", "guided", 64, failed=3)]), ["--branch", "main"], "failed"),
         (lambda: make_results([cell("drain", "guided", 64, invalid=1)]), ["--branch", "main"], "not valid JSON"),
-        (lambda: make_results([cell("drain", "guided", 64)], status="interrupted"), ["--branch", "main"],
-         "interrupted"),
+        (lambda: make_results([cell("drain", "guided", 64)], status="error"), ["--branch", "main"],
+         "not complete"),
     ],
 )
 def test_update_refuses_and_leaves_file_byte_identical(gate_main, tmp_path, capsys, results, argv, words):

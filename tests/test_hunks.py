@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -10,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gate import hunks_cli
+from gate.cli import main as gate_cli_main
 from gate.errors import GateError
 from gate.hunks import DEFAULT_WATCH, HunkSet, extract_hunks, glob_to_regex, load_hunks, score_hunk
 
@@ -284,10 +283,7 @@ def test_score_counts_changed_lines_only():
 
 
 def _cli(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser()
-    hunks_cli.register(parser.add_subparsers())
-    args = parser.parse_args(argv)
-    return args.func(args)
+    return gate_cli_main(argv)
 
 
 def test_cli_writes_hunks_json(repo: Path, tmp_path: Path, capsys):

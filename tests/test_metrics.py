@@ -1,7 +1,7 @@
 import pytest
 
 from gate.metrics import distribution_ms, level_ratios, summarize_cell, tpot_s
-from gate.results import RequestRecord
+from gate.results import CellKey, RequestRecord
 
 
 def rec(index, ttft, e2el, tokens, itl=(), arm="guided", valid=True, finish="stop", status=200,
@@ -25,7 +25,7 @@ def test_cell_summary_against_hand_computed_values():
         rec(1, 0.20, 2.20, 11, itl=[0.2] * 10),
         rec(2, 0.30, 0.30, 0, error="HTTP 500: boom", status=500, valid=False),
     ]
-    s = summarize_cell(records, "sweep", "guided", 2, 0, duration_s=4.0)
+    s = summarize_cell(records, CellKey("sweep", "guided", 2, 0), 4.0)
     assert (s.requests, s.completed, s.failed) == (3, 2, 1)
     assert s.total_output_tokens == 22
     assert s.request_throughput == pytest.approx(0.5)  # 2 completed / 4 s
@@ -43,7 +43,7 @@ def test_cell_summary_against_hand_computed_values():
 
 def test_length_finishes_counted():
     records = [rec(0, 0.1, 1.0, 10, finish="length"), rec(1, 0.1, 1.0, 10)]
-    assert summarize_cell(records, "sweep", "guided", 2, 0, 1.0).length_finishes == 1
+    assert summarize_cell(records, CellKey("sweep", "guided", 2, 0), 1.0).length_finishes == 1
 
 
 def test_distribution_std_is_population():
@@ -53,9 +53,9 @@ def test_distribution_std_is_population():
 
 
 def test_level_ratios_pair_arms_per_level_and_repeat():
-    guided = summarize_cell([rec(0, 0.1, 2.1, 11)], "sweep", "guided", 8, 0, 2.0)
-    free = summarize_cell([rec(1, 0.1, 1.1, 11, arm="free")], "sweep", "free", 8, 0, 1.0)
-    lonely = summarize_cell([rec(2, 0.1, 1.1, 11)], "sweep", "guided", 16, 0, 1.0)
+    guided = summarize_cell([rec(0, 0.1, 2.1, 11)], CellKey("sweep", "guided", 8, 0), 2.0)
+    free = summarize_cell([rec(1, 0.1, 1.1, 11, arm="free")], CellKey("sweep", "free", 8, 0), 1.0)
+    lonely = summarize_cell([rec(2, 0.1, 1.1, 11)], CellKey("sweep", "guided", 16, 0), 1.0)
     ratios = level_ratios([guided, free, lonely])
     assert len(ratios) == 1
     assert ratios[0].concurrency == 8

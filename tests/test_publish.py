@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from fake_github import FakeGitHub
 
+from gate.cli import main as gate_cli_main
 from gate.errors import GateError
 from gate.github import GitHubClient
 from gate.hunks import Hunk, HunkSet
@@ -28,7 +29,6 @@ from gate.publish import (
     render_body,
     write_outputs,
 )
-from gate.publish_cli import register
 from gate.settings import Settings
 from gate.verdict import Outcome, Verdict
 
@@ -287,10 +287,6 @@ def test_find_sticky_matches_the_exact_marker():
 
 def test_token_never_printed_nor_written(fake, tmp_path, capsys):
     """Run publish through the CLI with a token, on every path, and look everywhere."""
-    import argparse
-
-    parser = argparse.ArgumentParser()
-    register(parser.add_subparsers())
     env = {
         "GITHUB_TOKEN": TOKEN,
         "GITHUB_REPOSITORY": fake.repository,
@@ -306,7 +302,7 @@ def test_token_never_printed_nor_written(fake, tmp_path, capsys):
     try:
         for outcome in (Outcome.PASS, Outcome.FAIL):
             verdict = make_verdict(tmp_path, outcome)
-            args = parser.parse_args(
+            gate_cli_main(
                 [
                     "publish",
                     "--report",
@@ -319,9 +315,8 @@ def test_token_never_printed_nor_written(fake, tmp_path, capsys):
                     str(tmp_path / "c.json"),
                 ]
             )
-            args.func(args)
         fake.fail_next(403, times=1, message="Resource not accessible by integration")
-        args = parser.parse_args(
+        gate_cli_main(
             [
                 "publish",
                 "--report",
@@ -332,7 +327,6 @@ def test_token_never_printed_nor_written(fake, tmp_path, capsys):
                 str(tmp_path / "c.json"),
             ]
         )
-        args.func(args)
         assert repr(Settings.from_env()).count(TOKEN) == 0
     finally:
         mp.undo()
@@ -391,14 +385,9 @@ def test_comment_file_rejects_bad_marker(tmp_path):
         load_comment_file(path)
 
 
-def test_publish_cli_requires_report_and_verdict(tmp_path, monkeypatch):
-    import argparse
-
-    parser = argparse.ArgumentParser()
-    register(parser.add_subparsers())
-    args = parser.parse_args(["publish"])
-    with pytest.raises(GateError, match="--report and --verdict"):
-        args.func(args)
+def test_publish_cli_requires_report_and_verdict(tmp_path, monkeypatch, capsys):
+    assert gate_cli_main(["publish"]) == 2
+    assert "--report and --verdict" in capsys.readouterr().err
 
 
 def test_settings_read_pr_from_events(tmp_path):

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 from pathlib import Path
 
-import pytest
 import report_factories as f
 
-from gate import report_cli
+from gate.cli import main as gate_cli_main
 from gate.report import ReportInput, render_report
 from gate.report_chart import chart_series, write_png
 from gate.report_escape import ZWJ, code_block, md_inline
@@ -223,10 +221,7 @@ def test_png_skipped_gracefully_without_matplotlib(tmp_path: Path, monkeypatch):
 
 
 def _cli(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser()
-    report_cli.register(parser.add_subparsers())
-    args = parser.parse_args(argv)
-    return args.func(args)
+    return gate_cli_main(argv)
 
 
 def test_cli_end_to_end(tmp_path: Path):
@@ -246,8 +241,7 @@ def test_cli_end_to_end(tmp_path: Path):
     assert "PNG chart: chart.png" in md
 
 
-def test_cli_missing_file_is_gate_error(tmp_path: Path):
-    from gate.errors import GateError
-
-    with pytest.raises(GateError, match="does not exist"):
-        _cli(["report", "--verdict", str(tmp_path / "nope.json"), "--head", str(tmp_path)])
+def test_cli_missing_file_is_gate_error(tmp_path: Path, capsys):
+    assert _cli(["report", "--verdict", str(tmp_path / "nope.json"), "--head", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "does not exist" in err and "Traceback" not in err

@@ -6,7 +6,7 @@ from gate.errors import GateError
 from gate.fingerprint import Fingerprint
 from gate.metrics import level_ratios, summarize_cell
 from gate.plan import load_plan
-from gate.results import RequestRecord, Results, ServerInfo, load_results, save_results
+from gate.results import CellKey, RequestRecord, Results, ServerInfo, load_results, save_results
 
 
 def sample_results() -> Results:
@@ -17,7 +17,7 @@ def sample_results() -> Results:
                       http_status=200, text="{}", json_valid=True if arm == "guided" else None)
         for i, arm in enumerate(["guided", "free"])
     ]
-    cells = [summarize_cell([r], "sweep", r.arm, 8, 0, 1.0) for r in records]
+    cells = [summarize_cell([r], CellKey("sweep", r.arm, 8, 0), 1.0) for r in records]
     return Results(created_at="2026-11-29T00:00:00+00:00", plan=plan,
                    plan_hash=plan.measurement_hash(), fingerprint=Fingerprint(cpu_model="x"),
                    server=ServerInfo(base_url="http://127.0.0.1:1", started_by_gate=True,
@@ -36,7 +36,7 @@ def test_round_trip_is_lossless(tmp_path):
 def test_not_a_results_file(tmp_path):
     path = tmp_path / "r.json"
     path.write_text(json.dumps({"hello": 1}))
-    with pytest.raises(GateError, match="not a gate results file"):
+    with pytest.raises(GateError, match="invalid results file"):
         load_results(path)
     with pytest.raises(GateError, match="does not exist"):
         load_results(tmp_path / "missing.json")

@@ -14,20 +14,20 @@ def plan(**sweep):
 
 
 def test_interleaved_order_alternates_arms_per_level_and_repeat():
-    r0 = [(c.phase, c.arm, c.concurrency) for c in cells_for_repeat(plan(), 0)]
+    r0 = [(c.key.phase, c.key.arm, c.key.concurrency) for c in cells_for_repeat(plan(), 0)]
     assert r0 == [("drain", "guided", 5), ("sweep", "guided", 1), ("sweep", "free", 1),
                   ("sweep", "free", 8), ("sweep", "guided", 8)]
-    r1 = [(c.arm, c.concurrency) for c in cells_for_repeat(plan(), 1)][1:]
+    r1 = [(c.key.arm, c.key.concurrency) for c in cells_for_repeat(plan(), 1)][1:]
     assert r1 == [("free", 1), ("guided", 1), ("guided", 8), ("free", 8)]
 
 
 def test_blocked_order_runs_each_arm_through_all_levels():
-    cells = [(c.arm, c.concurrency) for c in cells_for_repeat(plan(order="blocked"), 0)][1:]
+    cells = [(c.key.arm, c.key.concurrency) for c in cells_for_repeat(plan(order="blocked"), 0)][1:]
     assert cells == [("guided", 1), ("guided", 8), ("free", 1), ("free", 8)]
 
 
 def test_cells_send_at_least_two_requests_per_slot():
-    by_level = {c.concurrency: c.requests for c in cells_for_repeat(plan(), 0) if c.phase == "sweep"}
+    by_level = {c.key.concurrency: c.requests for c in cells_for_repeat(plan(), 0) if c.key.phase == "sweep"}
     assert by_level == {1: 4, 8: 16}
 
 

@@ -1,20 +1,21 @@
-"""`gate fingerprint`: print the environment fingerprint (and its warnings) as JSON."""
+"""`gate fingerprint`: the environment fingerprint (and its warnings) as JSON."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from gate import fingerprint
+from gate.settings import Settings
 
 
-def register(sub) -> None:
+def add_parser(sub) -> None:
     p = sub.add_parser("fingerprint", help="print the environment fingerprint as JSON")
     p.add_argument("--python", help="interpreter whose torch/vLLM to probe (default: this one)")
     p.add_argument("--cgroup-root", type=Path, default=Path("/sys/fs/cgroup"))
-    p.set_defaults(func=main)
+    p.set_defaults(handler=handle)
 
 
-def main(args) -> int:
+def handle(args, settings: Settings) -> int:
     fp = fingerprint.collect(python=args.python, cgroup_root=args.cgroup_root)
     print(fp.model_dump_json(indent=2))
     for warning in fingerprint.warnings_for(fp):

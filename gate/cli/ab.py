@@ -1,20 +1,18 @@
-"""`gate ab`: the command-line face of gate.ab."""
+"""`gate ab`: measure the base and head builds interleaved on this runner, then judge."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from gate import ab
-from gate.compare import apply_threshold_overrides
-from gate.compare_cli import render
+from gate import ab, summary
+from gate.cli.common import assignments, int_list, write_verdict
 from gate.errors import GateError
 from gate.plan import apply_overrides, load_plan
 from gate.progress import Progress
-from gate.results import write_atomic
-from gate.run_cli import Terminated, int_list, sigterm_unwinds
+from gate.settings import Settings
 
 
-def register(sub) -> None:
+def add_parser(sub) -> None:
     p = sub.add_parser("ab", help="A/B: measure base and head builds interleaved, then compare")
     p.add_argument("--base", help="base build: interpreter or virtualenv (default: this one)")
     p.add_argument("--head", help="head build: interpreter or virtualenv (default: this one)")
@@ -32,27 +30,22 @@ def register(sub) -> None:
     p.add_argument("--levels", type=int_list)
     p.add_argument("--requests-per-cell", type=int)
     p.add_argument("--quiet", action="store_true")
-    p.set_defaults(func=main)
+    p.set_defaults(handler=handle)
 
 
-def main(args) -> int:
+def handle(args, settings: Settings) -> int:
     if args.rounds < 1:
         raise GateError("--rounds must be at least 1")
     plan = apply_overrides(load_plan(args.plan), drain_requests=args.drain_requests,
                            levels=args.levels, requests_per_cell=args.requests_per_cell)
-    thresholds = apply_threshold_overrides(plan.thresholds, args.threshold)
-    base = ab.Build("base", ab.resolve_python(args.base), ab.parse_env(args.base_env))
-    head = ab.Build("head", ab.resolve_python(args.head), ab.parse_env(args.head_env))
+    thresholds = plan.thresholds.with_overrides(assignments(args.threshold, "--threshold"))
+    base = ab.Build("base", ab.resolve_python(args.base), assignments(args.base_env, "--base-env"))
+    head = ab.Build("head", ab.resolve_python(args.head), assignments(args.head_env, "--head-env"))
     progress = Progress(quiet=args.quiet)
-    try:
-        with sigterm_unwinds():
-            verdict = ab.ab(plan, base, head, args.rounds, args.out, thresholds, progress,
-                            args.confirm)
-    except Terminated:
-        progress("terminated (SIGTERM): servers stopped, no verdict written")
-        return 143
+    verdict = ab.ab(plan, base, head, args.rounds, args.out, thresholds, progress,
+                    settings.cache_dir, args.confirm)
     path = args.out / "verdict.json"
-    write_atomic(path, verdict.model_dump_json(indent=1))
-    print(render(verdict))
+    write_verdict(verdict, path)
+    print(summary.render_verdict(verdict))
     print(f"\nverdict: {path} (base: {args.out / 'base'}, head: {args.out / 'head'})")
     return verdict.exit_code

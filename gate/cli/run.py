@@ -1,48 +1,19 @@
-"""`gate run`: the command-line face of gate.run."""
+"""`gate run`: measure one vLLM build with a plan; writes results.json."""
 
 from __future__ import annotations
 
-import contextlib
-import signal
-from collections.abc import Iterator
 from pathlib import Path
 
 from gate import run, summary
-from gate.errors import EXIT_ERROR, EXIT_PASS, GateError
+from gate.cli.common import int_list
+from gate.errors import EXIT_ERROR, EXIT_PASS
 from gate.fingerprint import warnings_for
 from gate.plan import apply_overrides, load_plan
 from gate.progress import Progress
+from gate.settings import Settings
 
 
-class Terminated(BaseException):
-    """SIGTERM (a cancelled CI job): unwinds like Ctrl-C so the server is stopped."""
-
-
-def _raise_terminated(signum, frame):
-    raise Terminated()
-
-
-@contextlib.contextmanager
-def sigterm_unwinds() -> Iterator[None]:
-    """Within the block, SIGTERM raises Terminated, so every `finally` (server stop) runs."""
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def int_list(text: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.replace(" ", "").split(",") if v]
-    except ValueError:
-        raise GateError(f"expected comma-separated integers, got {text!r}") from None
-    if not values:
-        raise GateError("expected at least one integer")
-    return values
-
-
-def register(sub) -> None:
+def add_parser(sub) -> None:
     p = sub.add_parser("run", help="measure a vLLM server: guided-JSON drain + concurrency sweep")
     p.add_argument("--plan", help="plan YAML file or built-in name (default: cpu-smoke)")
     p.add_argument("--base-url", help="measure this running server instead of starting one")
@@ -58,10 +29,10 @@ def register(sub) -> None:
     p.add_argument("--no-drain", action="store_true", help="skip the drain")
     p.add_argument("--no-sweep", action="store_true", help="skip the sweep")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
-    p.set_defaults(func=main)
+    p.set_defaults(handler=handle)
 
 
-def main(args) -> int:
+def handle(args, settings: Settings) -> int:
     plan = apply_overrides(
         load_plan(args.plan), repeats=args.repeats, drain_requests=args.drain_requests,
         drain_concurrency=args.drain_concurrency, levels=args.levels,
@@ -72,14 +43,9 @@ def main(args) -> int:
     progress(f"plan {plan.name}: {plan.repeats} repeat(s), drain "
              f"{plan.drain.requests if plan.drain.enabled else 'off'}, sweep levels "
              f"{plan.sweep.levels if plan.sweep.enabled else 'off'}")
-    opts = run.RunOptions(out=args.out, base_url=args.base_url, python=args.python,
-                          label=args.label)
-    try:
-        with sigterm_unwinds():
-            results = run.execute(plan, opts, progress)
-    except Terminated:
-        progress("terminated (SIGTERM): server stopped, nothing written")
-        return 143
+    opts = run.RunOptions(out=args.out, cache_dir=settings.cache_dir, base_url=args.base_url,
+                          python=args.python, label=args.label)
+    results = run.execute(plan, opts, progress)
     path = run.write(results, args.out)
     print(summary.render(results))
     for warning in warnings_for(results.fingerprint):

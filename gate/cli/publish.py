@@ -11,8 +11,8 @@ from gate.publish import post_comment_file, publish
 from gate.settings import Settings, check_marker_id
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
+def add_parser(sub) -> None:
+    p = sub.add_parser(
         "publish",
         help="post the report as a sticky PR comment, job summary, outputs and annotations",
         description=(
@@ -56,11 +56,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--expect-head-sha",
         help="with --post-comment-file: refuse unless the PR's head commit is this one",
     )
-    p.set_defaults(func=run)
+    p.set_defaults(handler=handle)
 
 
-def settings_from_args(args: argparse.Namespace) -> Settings:
-    settings = Settings.from_env()
+def settings_from_args(args: argparse.Namespace, settings: Settings) -> Settings:
     changes: dict = {}
     if args.comment is not None:
         changes["comment"] = args.comment
@@ -77,8 +76,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     return settings.model_copy(update=changes)
 
 
-def run(args: argparse.Namespace) -> int:
-    settings = settings_from_args(args)
+def handle(args: argparse.Namespace, settings: Settings) -> int:
+    settings = settings_from_args(args, settings)
     if args.post_comment_file is not None:
         return post_comment_file(
             settings, args.post_comment_file, pr=args.pr, expect_head_sha=args.expect_head_sha

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
+from gate.files import write_atomic
 from gate.hunks import DEFAULT_WATCH, HunkSet, extract_hunks
-from gate.results import write_atomic
+from gate.settings import Settings
 
 
-def register(subparsers) -> None:
-    p = subparsers.add_parser(
+def add_parser(sub) -> None:
+    p = sub.add_parser(
         "hunks",
         help="diff hunks of the watched structured-output paths (merge-base..head)",
         description="Write the hunks of `git diff $(git merge-base BASE HEAD) HEAD` in the "
@@ -29,7 +29,7 @@ def register(subparsers) -> None:
     p.add_argument("--also-watch", action="append", metavar="GLOB", default=[],
                    help="a glob watched in addition to the defaults (or to --watch)")
     p.add_argument("--out", type=Path, help="write hunks.json here (default: stdout)")
-    p.set_defaults(func=run)
+    p.set_defaults(handler=handle)
 
 
 def summary(hs: HunkSet) -> str:
@@ -38,11 +38,11 @@ def summary(hs: HunkSet) -> str:
             f"changed file(s); {len(ranked)} touch known regression mechanisms")
     if ranked:
         top = ranked[0]
-        line += f"; top: {top.path}:{top.new_start} [{', '.join(top.mechanisms)}]"
+        line += f"; top: {top.path!r}:{top.new_start} [{', '.join(top.mechanisms)}]"
     return line
 
 
-def run(args: argparse.Namespace) -> int:
+def handle(args, settings: Settings) -> int:
     watch = list(args.watch or DEFAULT_WATCH) + list(args.also_watch)
     hs = extract_hunks(args.repo, args.base, args.head, watch)
     text = hs.model_dump_json(indent=1)

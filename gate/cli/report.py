@@ -7,17 +7,19 @@ import sys
 from pathlib import Path
 
 from gate.errors import GateError
+from gate.files import write_atomic
 from gate.hunks import load_hunks
 from gate.report import DEFAULT_TITLE, GITHUB_COMMENT_LIMIT, ReportInput, render_report
 from gate.report_chart import chart_series, write_png
-from gate.results import load_results, write_atomic
+from gate.results import load_results
+from gate.settings import Settings
 from gate.verdict import load_verdict
 
 MIN_CHARS = 4000
 
 
-def register(subparsers) -> None:
-    p = subparsers.add_parser(
+def add_parser(sub) -> None:
+    p = sub.add_parser(
         "report",
         help="render the markdown report (PR comment / job summary)",
         description="Render verdict.json and results into one markdown document: verdict, "
@@ -33,10 +35,10 @@ def register(subparsers) -> None:
     p.add_argument("--max-chars", type=int, default=GITHUB_COMMENT_LIMIT,
                    help=f"cap on the document's length (default {GITHUB_COMMENT_LIMIT:,})")
     p.add_argument("--title", default=DEFAULT_TITLE, help="the title under the verdict line")
-    p.set_defaults(func=run)
+    p.set_defaults(handler=handle)
 
 
-def run(args: argparse.Namespace) -> int:
+def handle(args: argparse.Namespace, settings: Settings) -> int:
     if args.max_chars < MIN_CHARS:
         raise GateError(f"--max-chars must be at least {MIN_CHARS}")
     head = load_results(args.head)

@@ -1,0 +1,59 @@
+"""`gate baseline update`: record a default-branch run as the stored baseline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gate import baseline as bl
+from gate.compare import compare_results, results_figures
+from gate.errors import EXIT_BAD_INPUT, EXIT_PASS, GateError
+from gate.results import load_results, results_path
+from gate.settings import Settings
+
+
+def add_parser(sub) -> None:
+    b = sub.add_parser("baseline", help="manage stored baselines")
+    bsub = b.add_subparsers(dest="baseline_command", metavar="ACTION")
+    u = bsub.add_parser(
+        "update",
+        help="record RESULTS as the baseline for their plan, hardware and model",
+        description="Write or refresh the baseline for these results (the old figures go to the "
+        "file's history). Refuses results that are incomplete, broken or not from the default "
+        "branch.",
+    )
+    u.add_argument("results", metavar="RESULTS", help="results.json, or a folder holding one")
+    u.add_argument("--baselines-dir", default="baselines", type=Path)
+    u.add_argument("--branch", help="branch the results come from (default: $GITHUB_REF_NAME)")
+    u.add_argument("--default-branch", default="main",
+                   help="the only branch baselines come from (default main)")
+    u.add_argument("--commit", help="commit measured (default: $GITHUB_SHA, else the vLLM commit)")
+    u.add_argument("--force-branch", action="store_true", help="record even from another branch")
+    u.set_defaults(handler=handle)
+    b.set_defaults(handler=lambda args, settings: (b.print_help(), EXIT_BAD_INPUT)[1])
+
+
+def handle(args, settings: Settings) -> int:
+    path = results_path(args.results)
+    results = load_results(path)
+    branch = args.branch or settings.ref_name
+    why = bl.refuse_branch(branch, args.default_branch, args.force_branch)
+    if why:
+        raise GateError(f"baseline not updated: {why}")
+    verdict = compare_results(results, None, None, results.plan.thresholds)
+    if verdict.errors:
+        raise GateError(
+            "baseline not updated: the results are not fit to be a baseline:\n"
+            + "\n".join(f"  - {e}" for e in verdict.errors)
+        )
+    figures, units = results_figures(results)
+    commit = args.commit or settings.sha or results.fingerprint.vllm_commit
+    provenance = bl.Provenance(
+        kind="measured", date=bl.today(), commit=commit, branch=branch,
+        source=f"gate baseline update (gate {results.gate_version})", results=str(path),
+    )
+    written = bl.update_baseline(args.baselines_dir, results, figures, provenance, units)
+    print(f"wrote baseline {written} ({len(figures)} figures, plan {results.plan.name}, "
+          f"{results.fingerprint.hardware_key})")
+    if verdict.outcome.value == "fail":
+        print(f"warning: the recorded run fails an absolute check: {verdict.headline}")
+    return EXIT_PASS

@@ -1,0 +1,57 @@
+"""Argument types and helpers shared by the command modules."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+from gate.errors import GateError
+from gate.files import write_atomic
+from gate.verdict import Verdict
+
+
+class Terminated(BaseException):
+    """SIGTERM (a cancelled CI job): unwinds like Ctrl-C so that every `finally` (stopping a
+    server) runs."""
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated()
+
+
+@contextlib.contextmanager
+def sigterm_unwinds() -> Iterator[None]:
+    """Within the block, SIGTERM raises Terminated."""
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def int_list(text: str) -> list[int]:
+    """argparse type: `1,8,32`."""
+    try:
+        values = [int(v) for v in text.replace(" ", "").split(",") if v]
+    except ValueError:
+        raise GateError(f"expected comma-separated integers, got {text!r}") from None
+    if not values:
+        raise GateError("expected at least one integer")
+    return values
+
+
+def assignments(items: list[str] | None, option: str) -> dict[str, str]:
+    """Repeated `--option NAME=VALUE` arguments as a dict; a malformed one is a GateError."""
+    out: dict[str, str] = {}
+    for item in items or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise GateError(f"{option} {item!r}: expected NAME=VALUE")
+        out[name.strip()] = value.strip() if option == "--threshold" else value
+    return out
+
+
+def write_verdict(verdict: Verdict, path: Path) -> None:
+    write_atomic(path, verdict.model_dump_json(indent=1))

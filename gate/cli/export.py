@@ -1,0 +1,35 @@
+"""`gate export`: results.json in vllm-bench or github-action-benchmark format."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from gate import export
+from gate.files import write_atomic
+from gate.results import load_results
+from gate.settings import Settings
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("export", help="write results in vllm-bench or benchmark-action format")
+    p.add_argument("results", help="results.json (or its folder)")
+    p.add_argument("--format", choices=["vllm-bench", "benchmark-action"], required=True)
+    p.add_argument("--cell", metavar="LABEL",
+                   help="vllm-bench: the cell, e.g. 'sweep guided c=8 r1' (default: the drain)")
+    p.add_argument("--direction", choices=["bigger", "smaller"], default="bigger",
+                   help="benchmark-action: which list (customBiggerIsBetter or ...Smaller...)")
+    p.add_argument("--out", type=Path, required=True)
+    p.set_defaults(handler=handle)
+
+
+def handle(args, settings: Settings) -> int:
+    results = load_results(args.results)
+    if args.format == "vllm-bench":
+        data = export.vllm_bench(results, export.select_cell(results, args.cell))
+    else:
+        bigger, smaller = export.benchmark_action(results)
+        data = bigger["biggerIsBetter"] if args.direction == "bigger" else smaller["smallerIsBetter"]
+    write_atomic(args.out, json.dumps(data, indent=2))
+    print(f"wrote {args.out}")
+    return 0

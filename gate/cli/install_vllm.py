@@ -1,0 +1,56 @@
+"""`gate install-vllm`: put the PR's vLLM build into a runner's virtualenv."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+from gate import install_vllm
+from gate.settings import Settings
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "install-vllm",
+        help="install the PR's vLLM build into a virtualenv (precompiled, source, wheel)",
+        description=install_vllm.__doc__.split("\n\n", 1)[1] if install_vllm.__doc__ else None,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--mode", required=True, choices=install_vllm.MODES)
+    p.add_argument("--python", required=True, help="the target virtualenv's python")
+    p.add_argument("--src", type=Path, help="vLLM source checkout (precompiled, source)")
+    p.add_argument("--base-ref", default="origin/main", help="merge-base ref (precompiled)")
+    p.add_argument("--wheel", help="wheel URL or path (wheel mode)")
+    p.add_argument("--max-jobs", type=int, help="MAX_JOBS for source builds (default: CPUs)")
+    p.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
+    p.set_defaults(handler=handle)
+
+
+def handle(args, settings: Settings) -> int:
+    plan = install_vllm.plan_install(
+        args.mode,
+        args.python,
+        src=args.src,
+        base_ref=args.base_ref,
+        wheel=args.wheel,
+        max_jobs=args.max_jobs,
+    )
+    for note in plan.notes:
+        print(f"gate install-vllm: {note}", file=sys.stderr)
+    print(
+        f"mode: {plan.mode}"
+        + (f" (requested {plan.requested})" if plan.mode != plan.requested else "")
+    )
+    if plan.merge_base:
+        print(f"merge-base: {plan.merge_base}")
+    if args.dry_run:
+        for step in plan.steps:
+            print(step.render())
+        if plan.mode == "preinstalled":
+            print(shlex.join([args.python, "-c", install_vllm.VERSION_PROBE]))
+        return 0
+    install_vllm.execute(plan)
+    print(f"vllm {install_vllm.vllm_version(args.python)} ({args.python})")
+    return 0
