@@ -1,25 +1,40 @@
-"""`gate ab`: measure the base build and the PR build on the same runner, interleaved, and
-judge head against base.
+"""`gate ab`: measure the base build and the PR build on the same runner, round by round, and
+stop as soon as the verdict is decided.
 
-Each round runs base then head (ABAB...), every arm on a fresh server, one repeat each; the
-rounds of each arm are pooled as repeats, so run-to-run noise (server start, compile, thermal
-drift) lands in both arms alike and in the intervals. This is the mode to recommend when no
-baseline exists for the hardware.
+A round measures every cell of the plan once on each build, adjacent in time:
+
+- `ab.servers: persistent` (the CPU plan): both servers stay up for the whole A/B and the
+  builds alternate cell by cell, in ABBA order across rounds, so drift of the machine lands on
+  both builds alike and cancels in each round's paired head/base ratio;
+- `ab.servers: per_round` (GPU plans, where two servers do not fit): a fresh server per build
+  and round, base then head, alternating which goes first.
+
+Round r of each build is its repeat r. After each round the rounds so far are judged
+(gate.compare, with the sequential test's confidence for this look); the A/B stops when every
+judged check is decided, when a check fails, when the measurement breaks, or when the next
+round would not fit the budget (then undecided checks stay inconclusive).
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gate import compare, run
-from gate.errors import GateError
+from gate import run
+from gate.errors import GateError, MeasurementError
+from gate.fingerprint import Fingerprint
 from gate.plan import Plan
 from gate.progress import Progress
-from gate.results import Results, merge_results, save_results
-from gate.thresholds import Thresholds
+from gate.results import Results, ServerInfo, save_results
+from gate.session import BuildSession, Launch, cells_for_repeat, open_session
 from gate.verdict import Outcome, Verdict
+
+# judge(head, base, look, max_looks) -> Verdict
+Judge = Callable[[Results, Results | None, int, int], Verdict]
 
 
 @dataclass
@@ -43,60 +58,172 @@ def resolve_python(spec: str | None) -> str:
     return str(path)
 
 
-def measure_rounds(plan: Plan, base: Build, head: Build, rounds: int, out: Path,
-                   progress: Progress, cache_dir: Path, first_round: int = 0
-                   ) -> dict[str, Results]:
-    """Run `rounds` ABAB rounds; returns each arm's results pooled over its rounds. Stops at the
-    first broken measurement (its results carry the error)."""
-    one = plan.model_copy(update={"repeats": 1})
-    pooled: dict[str, Results] = {}
-    for r in range(first_round, first_round + rounds):
-        for build in (base, head):
-            progress(f"A/B round {r + 1}: {build.label} ({build.python}"
-                     f"{' ' + str(build.env) if build.env else ''})")
-            opts = run.RunOptions(out=out / build.label / f"round{r + 1}", cache_dir=cache_dir,
-                                  python=build.python, label=build.label, env=build.env)
-            res = run.execute(one, opts, progress)
-            run.write(res, opts.out)
-            prev = pooled.get(build.label)
-            pooled[build.label] = res if prev is None else merge_results(prev, res)
-            if res.status != "complete":
-                progress(f"{build.label} measurement broken: stopping the A/B")
-                return pooled
-    return pooled
+@dataclass
+class Side:
+    """Everything measured on one build so far, across rounds (and servers)."""
+
+    build: Build
+    out: Path
+    info: ServerInfo
+    fingerprint: Fingerprint
+    sessions: list[BuildSession] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def results(self, plan: Plan, rounds: int) -> Results:
+        return run.assemble(plan.model_copy(update={"repeats": max(rounds, 1)}),
+                            self.build.label, self.fingerprint, self.info,
+                            _merge_sessions(self.sessions), self.errors, {})
 
 
-def judge(pooled: dict[str, Results], thresholds: Thresholds, out: Path) -> Verdict:
-    head, base = pooled.get("head"), pooled.get("base")
-    if head is None:  # base broke before head ever ran: judge the base's breakage
-        return compare.compare_results(base, None, None, thresholds,
-                                       head_path=str(out / "base" / "results.json"))
-    return compare.compare_results(
-        head, base, None, thresholds,
-        head_path=str(out / "head" / "results.json"),
-        base_path=str(out / "base" / "results.json") if base else None,
-    )
+def _merge_sessions(sessions: list[BuildSession]) -> BuildSession | None:
+    if not sessions:
+        return None
+    if len(sessions) == 1:
+        return sessions[0]
+    first = sessions[0]
+    merged = BuildSession(first.plan, first.label, first.base_url, first.model_name,
+                          first.progress)
+    for s in sessions:
+        merged.records += s.records
+        merged.cells += s.cells
+        for k, v in s.timings.items():
+            merged.timings[k] = merged.timings.get(k, 0.0) + v
+    return merged
 
 
-def ab(plan: Plan, base: Build, head: Build, rounds: int, out: Path, thresholds: Thresholds,
-       progress: Progress, cache_dir: Path, confirm: bool = False) -> Verdict:
-    pooled = measure_rounds(plan, base, head, rounds, out, progress, cache_dir)
-    verdict = judge(pooled, thresholds, out)
-    if confirm and verdict.outcome == Outcome.FAIL:
-        progress("first verdict is FAIL: measuring again to confirm (--confirm)")
-        again = measure_rounds(plan, base, head, rounds, out, progress, cache_dir,
-                               first_round=rounds)
-        second = judge(again, thresholds, out)
-        pooled = {k: merge_results(pooled[k], again[k]) for k in pooled if k in again}
-        verdict = judge(pooled, thresholds, out)
-        if second.outcome != Outcome.FAIL and verdict.outcome == Outcome.FAIL:
-            verdict = verdict.model_copy(update={
-                "outcome": Outcome.INCONCLUSIVE,
-                "headline": f"INCONCLUSIVE: the first run failed but the confirmation did not "
-                            f"({second.outcome.value}); {verdict.headline}",
-            })
-        verdict.notes.append(f"--confirm: the confirmation run alone was {second.outcome.value}; "
-                             f"the verdict pools {2 * rounds} rounds per build")
-    for label, res in pooled.items():
+@dataclass
+class ABResult:
+    verdict: Verdict
+    base: Results
+    head: Results
+
+
+def ab(plan: Plan, base: Build, head: Build, out: Path, judge: Judge, progress: Progress,
+       cache_dir: Path) -> ABResult:
+    started = time.monotonic()
+    sides = {b.label: _side(plan, b, out, cache_dir) for b in (base, head)}
+    loop = _persistent_rounds if plan.ab.servers == "persistent" else _per_round_rounds
+    verdict, rounds = loop(plan, sides, out, judge, progress, cache_dir, started)
+    results = {label: side.results(plan, rounds) for label, side in sides.items()}
+    for label, res in results.items():
         save_results(res, out / label / "results.json")
-    return verdict
+    verdict = verdict.model_copy(update={
+        "rounds": rounds, "runner_seconds": _runner_seconds(results, time.monotonic() - started)})
+    return ABResult(verdict, results["base"], results["head"])
+
+
+def _side(plan: Plan, build: Build, out: Path, cache_dir: Path) -> Side:
+    opts = run.RunOptions(out=out / build.label, cache_dir=cache_dir, python=build.python,
+                          label=build.label, env=build.env)
+    timings: dict[str, float] = {}
+    return Side(build, opts.out, run.server_info(plan, opts),
+                run.collect_fingerprint(plan, opts, timings))
+
+
+def _launch(side: Side, cache_dir: Path, round_dir: str | None = None) -> Launch:
+    out = side.out / round_dir if round_dir else side.out
+    return Launch(side.build.label, out, cache_dir, side.build.python, side.build.env)
+
+
+class _Stop(Exception):
+    """The measurement broke: judge what there is and stop."""
+
+
+def _persistent_rounds(plan, sides, out, judge, progress, cache_dir, started):
+    base, head = sides["base"], sides["head"]
+    with contextlib.ExitStack() as stack:
+        try:
+            for side in (base, head):
+                side.sessions.append(stack.enter_context(
+                    open_session(plan, _launch(side, cache_dir), side.info, progress)))
+        except MeasurementError as exc:
+            _record_error(sides, exc, progress)
+            return _judge(plan, sides, judge, 0), 0
+        measure_round = _alternating_round(base.sessions[0], head.sessions[0])
+        return _rounds(plan, sides, judge, progress, started, measure_round)
+
+
+def _alternating_round(base: BuildSession, head: BuildSession):
+    def measure_round(plan: Plan, r: int) -> None:
+        for i, cell in enumerate(cells_for_repeat(plan, r)):
+            for session in ((base, head) if (r + i) % 2 == 0 else (head, base)):
+                session.measure(cell)
+    return measure_round
+
+
+def _per_round_rounds(plan, sides, out, judge, progress, cache_dir, started):
+    def measure_round(plan: Plan, r: int) -> None:
+        order = ("base", "head") if r % 2 == 0 else ("head", "base")
+        for label in order:
+            side = sides[label]
+            with open_session(plan, _launch(side, cache_dir, f"round{r + 1}"), side.info,
+                              progress) as session:
+                side.sessions.append(session)
+                for cell in cells_for_repeat(plan, r):
+                    session.measure(cell)
+    return _rounds(plan, sides, judge, progress, started, measure_round)
+
+
+def _rounds(plan, sides, judge, progress, started, measure_round):
+    spec, verdict, rounds, round_times = plan.ab, None, 0, []
+    for r in range(spec.max_rounds):
+        if not _fits_budget(spec.budget_minutes, started, round_times, progress):
+            break
+        t0 = time.monotonic()
+        progress(f"A/B round {r + 1} of at most {spec.max_rounds}")
+        try:
+            measure_round(plan, r)
+        except MeasurementError as exc:
+            _record_error(sides, exc, progress)
+            rounds = r + 1
+            return _judge(plan, sides, judge, rounds), rounds
+        rounds, round_times = r + 1, [*round_times, time.monotonic() - t0]
+        verdict = _judge(plan, sides, judge, rounds)
+        progress(f"after round {rounds}: {verdict.headline}")
+        if rounds >= spec.min_rounds and decided(verdict):
+            break
+    if verdict is None:
+        verdict = _judge(plan, sides, judge, rounds)
+    return verdict, rounds
+
+
+def decided(verdict: Verdict) -> bool:
+    """Nothing more to learn: a check failed, the measurement broke, or every check passed."""
+    return verdict.outcome != Outcome.INCONCLUSIVE
+
+
+def _fits_budget(budget_minutes, started, round_times, progress) -> bool:
+    if budget_minutes is None or not round_times:
+        return True
+    expected_end = time.monotonic() - started + max(round_times)
+    if expected_end <= budget_minutes * 60:
+        return True
+    progress(f"budget of {budget_minutes:g} min: another round (about {max(round_times):.0f} s) "
+             "would not fit; stopping")
+    return False
+
+
+def _record_error(sides: dict[str, Side], exc: MeasurementError, progress: Progress) -> None:
+    message = str(exc)
+    who = next((label for label in sides if message.startswith(f"{label}:")), None)
+    for label, side in sides.items():
+        if who in (None, label):
+            side.errors.append(message)
+    progress(f"measurement error: {message.splitlines()[0]}")
+
+
+def _judge(plan: Plan, sides: dict[str, Side], judge: Judge, rounds: int) -> Verdict:
+    return judge(sides["head"].results(plan, rounds), sides["base"].results(plan, rounds),
+                 rounds, plan.ab.max_rounds)
+
+
+def _runner_seconds(results: dict[str, Results], wall_s: float) -> dict[str, float]:
+    """Where the runner's time went, summed over both builds."""
+    out: dict[str, float] = {}
+    for res in results.values():
+        for key, value in res.timings_s.items():
+            name = key.removesuffix("_s")
+            out[name] = out.get(name, 0.0) + value
+    out["wall"] = wall_s
+    return {k: round(v, 1) for k, v in out.items()}
+

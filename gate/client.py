@@ -9,6 +9,7 @@ validation runs after the cell (gate.run).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import Callable, Iterable
@@ -47,6 +48,11 @@ class Response:
     def itl(self) -> list[float]:
         t = self.chunk_times
         return [b - a for a, b in zip(t, t[1:], strict=False)]
+
+    @property
+    def chunks(self) -> int:
+        """Streamed chunks that carried output text."""
+        return len(self.chunk_times)
 
 
 def _parse_event(payload: bytes, resp: Response, now: float, parts: list[str]) -> bool:
@@ -146,6 +152,132 @@ async def run_closed_loop(
         end = time.perf_counter()
     responses.sort(key=lambda r: r.index)
     return responses, start, end
+
+
+@dataclass
+class Window:
+    """A time-sized cell: measure `seconds` of steady state, at least `min_requests` sent in
+    it, at most `max_seconds` in all (then the window closes with what it has)."""
+
+    seconds: float
+    min_requests: int
+    max_seconds: float
+
+
+@dataclass
+class WindowResult:
+    measured: list[Response]  # sent inside the window, run to completion under full load
+    start: float  # the window: [start, end), perf_counter() seconds
+    end: float
+    warm_in: int  # requests sent before the window opened (not measured)
+    fillers: int  # requests that kept the load on after it closed (cancelled, not measured)
+
+
+class _WindowState:
+    """Which requests belong to the window, and when the cell is done."""
+
+    def __init__(self, window: Window):
+        self.window = window
+        self.start: float | None = None  # opens at the first completed request: all slots busy
+        self.end: float | None = None  # closes once seconds and min_requests are both met
+        self.measured: list[Response] = []
+        self.failed: list[Response] = []  # any failed request ends the cell (it is an error)
+        self.in_flight_measured = 0
+        self.warm_in = 0
+        self.fillers = 0
+        self.done = asyncio.Event()
+
+    def classify_send(self, now: float) -> str:
+        if self.start is None:
+            return "warm_in"
+        if self.end is None:
+            open_for = now - self.start
+            enough = len(self.measured) + self.in_flight_measured >= self.window.min_requests
+            if (open_for >= self.window.seconds and enough) or open_for >= self.window.max_seconds:
+                self.end = now
+            else:
+                return "measured"
+        return "filler"
+
+    def sent(self, kind: str) -> None:
+        if kind == "measured":
+            self.in_flight_measured += 1
+        elif kind == "warm_in":
+            self.warm_in += 1
+        else:
+            self.fillers += 1
+
+    def finished(self, kind: str, resp: Response) -> None:
+        if kind == "measured":
+            self.in_flight_measured -= 1
+            self.measured.append(resp)
+        if resp.error is not None:
+            if kind != "measured":
+                self.failed.append(resp)
+            self.done.set()
+        elif self.start is None:
+            self.start = resp.end
+        if self.end is not None and self.in_flight_measured == 0:
+            self.done.set()
+
+
+async def run_window(
+    base_url: str,
+    make_request: Callable[[], Request],
+    concurrency: int,
+    window: Window,
+    timeout_s: float,
+    on_done: Callable[[Response], None] | None = None,
+    abort: Callable[[], str | None] | None = None,
+) -> WindowResult:
+    """A closed loop with `concurrency` requests in flight that measures a steady-state window.
+
+    The window opens when the first request completes (every slot has been busy since the
+    start) and closes after `window.seconds` once `window.min_requests` were sent in it. The
+    requests sent inside it are the cell; the loop keeps sending filler requests until they
+    have all finished, so every measured request ran under the same load, then cancels the
+    fillers (the server aborts a request whose client went away). In a closed loop the send
+    rate equals the completion rate, so throughput is measured requests / window length
+    (Little's law). A failed request ends the cell: it is returned with the measured ones."""
+    url = base_url.rstrip("/") + "/v1/chat/completions"
+    state = _WindowState(window)
+
+    async def worker(session: aiohttp.ClientSession) -> None:
+        while not state.done.is_set():
+            req = make_request()
+            if reason := (abort() if abort else None):
+                now = time.perf_counter()
+                state.failed.append(Response(index=req.index, send=now, end=now,
+                                             error=f"not sent: {reason}"))
+                state.done.set()
+                return
+            kind = state.classify_send(time.perf_counter())
+            if kind == "filler" and state.in_flight_measured == 0:
+                state.done.set()
+                return
+            state.sent(kind)
+            resp = await send_one(session, url, req)
+            state.finished(kind, resp)
+            if on_done and kind == "measured":
+                on_done(resp)
+
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    timeout = aiohttp.ClientTimeout(total=timeout_s)
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+        tasks = [asyncio.create_task(worker(session)) for _ in range(concurrency)]
+        workers = asyncio.gather(*tasks, return_exceptions=True)
+        done = asyncio.create_task(state.done.wait())
+        await asyncio.wait([done, workers], return_when=asyncio.FIRST_COMPLETED)
+        for task in tasks:  # fillers still in flight
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await workers
+        done.cancel()
+    now = time.perf_counter()
+    start = state.start if state.start is not None else now
+    end = state.end if state.end is not None else now
+    responses = sorted(state.measured + state.failed, key=lambda r: r.index)
+    return WindowResult(responses, start, end, state.warm_in, state.fillers)
 
 
 async def _get(base_url: str, path: str, timeout_s: float) -> tuple[int, Any]:

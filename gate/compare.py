@@ -435,6 +435,8 @@ def compare_results(
     base_path: str | None = None,
     baseline_path: str | None = None,
     samples: int = stats.DEFAULT_SAMPLES,
+    look: int = 1,
+    max_looks: int = 1,
 ) -> Verdict:
     """The verdict on `head`: against `base` results (A/B), a stored `baseline`, or, with
     neither, only the absolute checks (guided/free ratio, validity)."""
@@ -463,7 +465,8 @@ def compare_results(
     compared = mode != "absolute" and not mismatch
     judged = [sl for sl in slots(head) if _Base(base, baseline).has(sl)] if compared else []
     family = len(judged) + len(ratio_levels(head, thresholds))
-    each = 1.0 - (1.0 - thresholds.confidence) / max(family, 1)
+    # Simultaneous over the checks and over the looks a sequential A/B may take (union bound).
+    each = 1.0 - (1.0 - thresholds.confidence) / (max(family, 1) * max(max_looks, 1))
     if compared:
         checks += relative_checks(head, _Base(base, baseline), thresholds, each, samples, notes)
     checks += ratio_checks(head, thresholds, each, samples, notes) + validity

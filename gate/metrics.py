@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from gate import integrity
 from gate.results import CellKey, CellSummary, Distribution, LevelRatio, RequestRecord
 
 
@@ -40,20 +41,27 @@ def tpot_s(record: RequestRecord) -> float | None:
     return None
 
 
-def summarize_cell(records: Sequence[RequestRecord], key: CellKey, duration_s: float) -> CellSummary:
+def summarize_cell(records: Sequence[RequestRecord], key: CellKey, duration_s: float,
+                   tokens_per_chunk: int = 1) -> CellSummary:
+    """The cell's figures. Coalesced requests (gate.integrity) count in its throughput but
+    never in its latency distributions: their TTFT, TPOT and gaps describe a held-back
+    stream, not decoding."""
     ok = [r for r in records if r.ok]
     tokens = sum(r.output_tokens or 0 for r in ok)
-    tpots = [t for r in ok if (t := tpot_s(r)) is not None]
+    held_back = {r.index for r in integrity.coalesced(ok, tokens_per_chunk)}
+    streamed = [r for r in ok if r.index not in held_back]
+    tpots = [t for r in streamed if (t := tpot_s(r)) is not None]
     duration = max(duration_s, 1e-9)
     return CellSummary(
         phase=key.phase, arm=key.arm, concurrency=key.concurrency, repeat=key.repeat,
         requests=len(records), completed=len(ok), failed=len(records) - len(ok),
         duration_s=duration_s, total_output_tokens=tokens,
         request_throughput=len(ok) / duration, output_throughput=tokens / duration,
-        ttft_ms=distribution_ms([r.ttft_s for r in ok if r.ttft_s is not None]),
+        ttft_ms=distribution_ms([r.ttft_s for r in streamed if r.ttft_s is not None]),
         tpot_ms=distribution_ms(tpots),
-        itl_ms=distribution_ms([gap for r in ok for gap in r.itl_s]),
-        e2el_ms=distribution_ms([r.e2el_s for r in ok if r.e2el_s is not None]),
+        itl_ms=distribution_ms([gap for r in streamed for gap in r.itl_s]),
+        e2el_ms=distribution_ms([r.e2el_s for r in streamed if r.e2el_s is not None]),
+        coalesced_requests=len(held_back),
         valid_outputs=sum(1 for r in ok if r.json_valid is True),
         invalid_outputs=sum(1 for r in records if r.arm == "guided" and r.json_valid is not True),
         length_finishes=sum(1 for r in ok if r.finish_reason == "length"),

@@ -102,6 +102,12 @@ class WorkloadSpec(StrictModel):
         "compare (guided outputs end when the schema closes, free ones at max_tokens)",
     )
     request_timeout_s: float = Field(600.0, gt=0)
+    max_tokens_per_chunk: int | None = Field(
+        None, ge=1,
+        description="most tokens one streamed chunk may carry in a healthy stream; None: 1 + "
+        "the speculative config's num_speculative_tokens. A request whose tokens came in far "
+        "fewer chunks is coalesced (its stream was held back) and its cell is re-measured",
+    )
 
     @model_validator(mode="after")
     def _template_formats(self) -> WorkloadSpec:
@@ -126,9 +132,21 @@ class DrainSpec(StrictModel):
 class SweepSpec(StrictModel):
     enabled: bool = True
     levels: list[int] = Field(default_factory=lambda: [1, 8, 32], min_length=1)
-    requests_per_cell: int = Field(32, ge=1)
+    window_s: float = Field(
+        20.0, gt=0,
+        description="seconds of steady state measured per cell, from the first completed "
+        "request on (every slot busy); the requests sent inside the window are the cell",
+    )
     min_requests_factor: int = Field(
-        2, ge=1, description="a cell sends at least this many requests per in-flight slot"
+        2, ge=1, description="the window stays open until at least this many requests per "
+        "in-flight slot were sent in it",
+    )
+    max_window_s: float = Field(
+        300.0, gt=0, description="the window closes after this long whatever it holds"
+    )
+    remeasure_coalesced: int = Field(
+        2, ge=0, description="times a cell whose streams arrived coalesced is measured again "
+        "before the run is an error",
     )
     arms: list[Literal["guided", "free"]] = Field(default_factory=lambda: ["guided", "free"])
     order: Literal["interleaved", "blocked"] = Field(
@@ -141,6 +159,30 @@ class SweepSpec(StrictModel):
             raise ValueError("sweep.levels must all be >= 1")
         if len(set(self.arms)) != len(self.arms) or not self.arms:
             raise ValueError("sweep.arms must list guided and/or free once each")
+        if self.max_window_s < self.window_s:
+            raise ValueError("sweep.max_window_s must be at least sweep.window_s")
+        return self
+
+
+class ABSpec(StrictModel):
+    """How `gate ab` runs the two builds."""
+
+    servers: Literal["persistent", "per_round"] = Field(
+        "per_round",
+        description="persistent: both builds' servers stay up for the whole A/B and cells "
+        "alternate between them (needs memory for two servers; machine drift cancels within a "
+        "round); per_round: a fresh server per build and round, base then head",
+    )
+    min_rounds: int = Field(1, ge=1, description="rounds before the first decision")
+    max_rounds: int = Field(6, ge=1, description="rounds at most (the sequential test's looks)")
+    budget_minutes: float | None = Field(
+        None, gt=0, description="stop adding rounds when the next would end past this budget"
+    )
+
+    @model_validator(mode="after")
+    def _rounds(self) -> ABSpec:
+        if self.min_rounds > self.max_rounds:
+            raise ValueError("ab.min_rounds must not exceed ab.max_rounds")
         return self
 
 
@@ -154,7 +196,16 @@ class Plan(StrictModel):
     drain: DrainSpec = Field(default_factory=DrainSpec)
     sweep: SweepSpec = Field(default_factory=SweepSpec)
     repeats: int = Field(1, ge=1, description="times the drain and the sweep are measured")
+    ab: ABSpec = Field(default_factory=ABSpec)
     thresholds: Thresholds = Field(default_factory=Thresholds)
+
+    def tokens_per_chunk(self) -> int:
+        """The most tokens a healthy streamed chunk carries (speculative decoding accepts up
+        to num_speculative_tokens + 1 per step)."""
+        if self.workload.max_tokens_per_chunk is not None:
+            return self.workload.max_tokens_per_chunk
+        spec = self.server.speculative_config or {}
+        return 1 + int(spec.get("num_speculative_tokens") or 0)
 
     def measurement_hash(self) -> str:
         """Hash of what shapes the figures (server, workload, drain, sweep), not of repeats or
@@ -199,10 +250,11 @@ def apply_overrides(
     drain_requests: int | None = None,
     drain_concurrency: int | None = None,
     levels: list[int] | None = None,
-    requests_per_cell: int | None = None,
+    window_s: float | None = None,
     max_tokens: int | None = None,
     no_drain: bool = False,
     no_sweep: bool = False,
+    ab: dict[str, Any] | None = None,
 ) -> Plan:
     """Plan overrides a CI job needs without editing YAML; re-validated as a whole."""
     data = plan.model_dump(mode="python")
@@ -214,12 +266,14 @@ def apply_overrides(
         data["drain"]["concurrency"] = drain_concurrency
     if levels is not None:
         data["sweep"]["levels"] = levels
-    if requests_per_cell is not None:
-        data["sweep"]["requests_per_cell"] = requests_per_cell
+    if window_s is not None:
+        data["sweep"]["window_s"] = window_s
+        data["sweep"]["max_window_s"] = max(data["sweep"]["max_window_s"], window_s)
     if max_tokens is not None:
         data["workload"]["max_tokens"] = max_tokens
     if no_drain:
         data["drain"]["enabled"] = False
     if no_sweep:
         data["sweep"]["enabled"] = False
+    data["ab"].update(ab or {})
     return parse_plan(data, "(after command-line overrides)")

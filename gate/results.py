@@ -19,7 +19,7 @@ from gate.files import load_json_model, write_atomic
 from gate.fingerprint import Fingerprint
 from gate.plan import Plan
 
-RESULTS_SCHEMA_VERSION = 1
+RESULTS_SCHEMA_VERSION = 2
 
 Arm = Literal["guided", "free"]
 Phase = Literal["warmup", "drain", "sweep"]
@@ -80,6 +80,7 @@ class RequestRecord(_Keyed):
     send_s: float
     ttft_s: float | None = None
     itl_s: list[float] = Field(default_factory=list, description="every gap between chunks")
+    chunks: int | None = Field(None, description="streamed chunks that carried output text")
     e2el_s: float | None = None
     output_tokens: int | None = Field(None, description="from the usage block")
     prompt_tokens: int | None = None
@@ -118,7 +119,7 @@ class CellSummary(_Keyed):
     requests: int
     completed: int
     failed: int
-    duration_s: float
+    duration_s: float = Field(description="drain: first send to last byte; sweep: the window")
     total_output_tokens: int
     request_throughput: float = Field(description="completed / duration, req/s")
     output_throughput: float = Field(description="output tokens / duration, tok/s")
@@ -129,6 +130,15 @@ class CellSummary(_Keyed):
     valid_outputs: int = 0
     invalid_outputs: int = 0
     length_finishes: int = 0
+    coalesced_requests: int = Field(
+        0, description="requests whose stream arrived coalesced (left out of the latencies)"
+    )
+    remeasured: int = Field(0, description="earlier attempts at this cell discarded as coalesced")
+    discarded_coalesced: int = Field(
+        0, description="coalesced requests in the discarded attempts"
+    )
+    warm_in_requests: int = Field(0, description="sent before the window opened (not measured)")
+    filler_requests: int = Field(0, description="kept the load on after the window closed")
 
     @model_validator(mode="before")
     @classmethod

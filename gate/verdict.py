@@ -88,6 +88,12 @@ class Verdict(BaseModel):
         default_factory=list, description="what was not compared and why (missing figures, ...)"
     )
     thresholds: dict[str, Any] | None = Field(None, description="the thresholds applied")
+    rounds: int | None = Field(None, description="A/B: rounds measured on each build")
+    runner_seconds: dict[str, float] = Field(
+        default_factory=dict,
+        description="A/B: where the runner's time went, both builds together (startup, "
+        "warmup, drain, sweep, shutdown, wall)",
+    )
 
     @property
     def exit_code(self) -> int:

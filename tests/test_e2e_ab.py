@@ -17,7 +17,7 @@ from gate.verdict import Outcome, load_verdict
 pytestmark = pytest.mark.vllm
 
 AB_PLAN = {"drain.requests": 64, "drain.concurrency": 32, "sweep.levels": [8, 16],
-           "sweep.requests_per_cell": 32}
+           "sweep.window_s": 3}
 
 
 def gate_ab(tmp_path, *extra):

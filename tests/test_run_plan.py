@@ -1,16 +1,18 @@
-"""Pure parts of gate.run: cell order, free max_tokens, and never clobbering stored results."""
+"""Pure parts of gate.run and gate.session: cell order, windows, free max_tokens, and never
+clobbering stored results."""
 
 from test_results import sample_results
 
 from gate.plan import load_plan, parse_plan
 from gate.results import RequestRecord
-from gate.run import cells_for_repeat, free_max_tokens, write
+from gate.run import write
+from gate.session import cells_for_repeat, free_max_tokens, window_for
 
 
 def plan(**sweep):
     return parse_plan({"name": "p", "server": {"model": "/m"},
                        "drain": {"requests": 10, "concurrency": 5},
-                       "sweep": {"levels": [1, 8], "requests_per_cell": 4, **sweep}})
+                       "sweep": {"levels": [1, 8], "window_s": 5, **sweep}})
 
 
 def test_interleaved_order_alternates_arms_per_level_and_repeat():
@@ -26,9 +28,12 @@ def test_blocked_order_runs_each_arm_through_all_levels():
     assert cells == [("guided", 1), ("guided", 8), ("free", 1), ("free", 8)]
 
 
-def test_cells_send_at_least_two_requests_per_slot():
-    by_level = {c.key.concurrency: c.requests for c in cells_for_repeat(plan(), 0) if c.key.phase == "sweep"}
-    assert by_level == {1: 4, 8: 16}
+def test_windows_hold_at_least_two_requests_per_slot():
+    p = plan(min_requests_factor=2, max_window_s=40)
+    assert [(w.seconds, w.min_requests, w.max_seconds) for w in
+            (window_for(p, 1), window_for(p, 8))] == [(5, 2, 40), (5, 16, 40)]
+    drain = cells_for_repeat(p, 0)[0]
+    assert drain.key.phase == "drain" and drain.requests == 10
 
 
 def test_free_max_tokens_matches_the_guided_median():

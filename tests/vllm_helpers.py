@@ -26,7 +26,7 @@ def small_plan(tmp_path: Path, **changes) -> tuple[Path, str]:
     data["server"]["served_model_name"] = name
     data["warmup"] = {"requests": 2, "concurrency": 2}
     data["drain"] = {"enabled": True, "requests": 32, "concurrency": 16}
-    data["sweep"].update({"levels": [1, 4], "requests_per_cell": 8})
+    data["sweep"].update({"levels": [1, 4], "window_s": 2, "max_window_s": 10})
     if "server.model" in changes:  # a model folder instead of the built tiny model
         data["server"].pop("tiny_model")
     for dotted, value in changes.items():

@@ -1,4 +1,5 @@
-"""`gate ab`: measure the base and head builds interleaved on this runner, then judge."""
+"""`gate ab`: measure the base and head builds on this runner, round by round, until the
+verdict is decided or the budget is spent."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from pathlib import Path
 
 from gate import ab, summary
 from gate.cli.common import assignments, int_list, write_verdict
+from gate.compare import compare_results
 from gate.errors import GateError
 from gate.plan import apply_overrides, load_plan
 from gate.progress import Progress
@@ -13,7 +15,13 @@ from gate.settings import Settings
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("ab", help="A/B: measure base and head builds interleaved, then compare")
+    p = sub.add_parser(
+        "ab", help="A/B: measure base and head builds interleaved until the verdict is decided",
+        description="Measure the base and head builds on this runner in rounds (both servers up "
+        "and cells alternating, or a fresh server per build and round, as the plan's `ab` "
+        "says), judge after every round, and stop as soon as every check is decided, a check "
+        "fails, or the budget is spent. Exit codes as gate compare.",
+    )
     p.add_argument("--base", help="base build: interpreter or virtualenv (default: this one)")
     p.add_argument("--head", help="head build: interpreter or virtualenv (default: this one)")
     p.add_argument("--base-env", action="append", metavar="KEY=VALUE",
@@ -21,31 +29,48 @@ def add_parser(sub) -> None:
     p.add_argument("--head-env", action="append", metavar="KEY=VALUE",
                    help="environment of the head build's server (repeatable)")
     p.add_argument("--plan", help="plan YAML file or built-in name (default: cpu-smoke)")
-    p.add_argument("--rounds", type=int, default=2,
-                   help="ABAB rounds; each build gets one fresh server and repeat per round (default 2)")
-    p.add_argument("--confirm", action="store_true", help="on FAIL, measure again; fail only if it agrees")
+    p.add_argument("--max-rounds", type=int, help="override ab.max_rounds")
+    p.add_argument("--min-rounds", type=int, help="override ab.min_rounds")
+    p.add_argument("--rounds", type=int, help="exactly this many rounds (min = max)")
+    p.add_argument("--budget-minutes", type=float, help="override ab.budget_minutes")
+    p.add_argument("--servers", choices=["persistent", "per_round"], help="override ab.servers")
     p.add_argument("--out", type=Path, default=Path("gate-ab"), help="output folder")
     p.add_argument("--threshold", action="append", metavar="NAME=VALUE", help="override a threshold")
     p.add_argument("--drain-requests", type=int)
     p.add_argument("--levels", type=int_list)
-    p.add_argument("--requests-per-cell", type=int)
+    p.add_argument("--window", type=float, help="override sweep.window_s (seconds per cell)")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(handler=handle)
 
 
+def ab_settings(args) -> dict:
+    """The plan's `ab` settings the command line overrides."""
+    changes = {"max_rounds": args.max_rounds, "min_rounds": args.min_rounds,
+               "budget_minutes": args.budget_minutes, "servers": args.servers}
+    if args.rounds is not None:
+        if args.rounds < 1:
+            raise GateError("--rounds must be at least 1")
+        changes.update(max_rounds=args.rounds, min_rounds=args.rounds)
+    return {k: v for k, v in changes.items() if v is not None}
+
+
 def handle(args, settings: Settings) -> int:
-    if args.rounds < 1:
-        raise GateError("--rounds must be at least 1")
     plan = apply_overrides(load_plan(args.plan), drain_requests=args.drain_requests,
-                           levels=args.levels, requests_per_cell=args.requests_per_cell)
+                           levels=args.levels, window_s=args.window, ab=ab_settings(args))
     thresholds = plan.thresholds.with_overrides(assignments(args.threshold, "--threshold"))
     base = ab.Build("base", ab.resolve_python(args.base), assignments(args.base_env, "--base-env"))
     head = ab.Build("head", ab.resolve_python(args.head), assignments(args.head_env, "--head-env"))
-    progress = Progress(quiet=args.quiet)
-    verdict = ab.ab(plan, base, head, args.rounds, args.out, thresholds, progress,
-                    settings.cache_dir, args.confirm)
+
+    def judge(head_results, base_results, look, max_looks):
+        return compare_results(head_results, base_results, None, thresholds,
+                               head_path=str(args.out / "head" / "results.json"),
+                               base_path=str(args.out / "base" / "results.json"),
+                               look=look, max_looks=max_looks)
+
+    result = ab.ab(plan, base, head, args.out, judge, Progress(quiet=args.quiet),
+                   settings.cache_dir)
     path = args.out / "verdict.json"
-    write_verdict(verdict, path)
-    print(summary.render_verdict(verdict))
+    write_verdict(result.verdict, path)
+    print(summary.render_verdict(result.verdict))
     print(f"\nverdict: {path} (base: {args.out / 'base'}, head: {args.out / 'head'})")
-    return verdict.exit_code
+    return result.verdict.exit_code

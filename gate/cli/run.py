@@ -24,7 +24,7 @@ def add_parser(sub) -> None:
     p.add_argument("--drain-requests", type=int, help="override drain.requests")
     p.add_argument("--drain-concurrency", type=int, help="override drain.concurrency")
     p.add_argument("--levels", type=int_list, help="override sweep.levels, e.g. 1,8,32")
-    p.add_argument("--requests-per-cell", type=int, help="override sweep.requests_per_cell")
+    p.add_argument("--window", type=float, help="override sweep.window_s (seconds per cell)")
     p.add_argument("--max-tokens", type=int, help="override workload.max_tokens")
     p.add_argument("--no-drain", action="store_true", help="skip the drain")
     p.add_argument("--no-sweep", action="store_true", help="skip the sweep")
@@ -36,7 +36,7 @@ def handle(args, settings: Settings) -> int:
     plan = apply_overrides(
         load_plan(args.plan), repeats=args.repeats, drain_requests=args.drain_requests,
         drain_concurrency=args.drain_concurrency, levels=args.levels,
-        requests_per_cell=args.requests_per_cell, max_tokens=args.max_tokens,
+        window_s=args.window, max_tokens=args.max_tokens,
         no_drain=args.no_drain, no_sweep=args.no_sweep,
     )
     progress = Progress(quiet=args.quiet)
