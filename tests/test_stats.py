@@ -72,8 +72,8 @@ def test_relative_interval_covers_the_change():
 
 @pytest.fixture(scope="module")
 def sim():
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "noise_simulation.py"
-    spec = importlib.util.spec_from_file_location("noise_simulation", path)
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bootstrap_simulation.py"
+    spec = importlib.util.spec_from_file_location("bootstrap_simulation", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
