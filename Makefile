@@ -28,7 +28,6 @@ bench: install
 	$(VENV)/bin/python benchmarks/client_overhead.py
 	$(VENV)/bin/python benchmarks/cross_check.py
 	$(VENV)/bin/python benchmarks/noise_simulation.py
-	$(VENV)/bin/python benchmarks/bootstrap_simulation.py
 
 clean:
 	rm -rf gate-out gate-ab .pytest_cache

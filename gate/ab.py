@@ -33,8 +33,9 @@ from gate.results import Results, ServerInfo, save_results
 from gate.session import BuildSession, Launch, cells_for_repeat, open_session
 from gate.verdict import Outcome, Verdict
 
-# judge(head, base, look, max_looks) -> Verdict
-Judge = Callable[[Results, Results | None, int, int], Verdict]
+# judge(head, base) -> Verdict; results carry sequential_rounds, so the rounds so far are the
+# sequential test's looks (gate.compare)
+Judge = Callable[[Results, Results | None], Verdict]
 
 
 @dataclass
@@ -70,9 +71,10 @@ class Side:
     errors: list[str] = field(default_factory=list)
 
     def results(self, plan: Plan, rounds: int) -> Results:
-        return run.assemble(plan.model_copy(update={"repeats": max(rounds, 1)}),
-                            self.build.label, self.fingerprint, self.info,
-                            _merge_sessions(self.sessions), self.errors, {})
+        res = run.assemble(plan.model_copy(update={"repeats": max(rounds, 1)}),
+                           self.build.label, self.fingerprint, self.info,
+                           _merge_sessions(self.sessions), self.errors, {})
+        return res.model_copy(update={"sequential_rounds": plan.ab.max_rounds})
 
 
 def _merge_sessions(sessions: list[BuildSession]) -> BuildSession | None:
@@ -213,8 +215,7 @@ def _record_error(sides: dict[str, Side], exc: MeasurementError, progress: Progr
 
 
 def _judge(plan: Plan, sides: dict[str, Side], judge: Judge, rounds: int) -> Verdict:
-    return judge(sides["head"].results(plan, rounds), sides["base"].results(plan, rounds),
-                 rounds, plan.ab.max_rounds)
+    return judge(sides["head"].results(plan, rounds), sides["base"].results(plan, rounds))
 
 
 def _runner_seconds(results: dict[str, Results], wall_s: float) -> dict[str, float]:

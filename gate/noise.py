@@ -28,17 +28,16 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
 
 import numpy as np
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 from scipy import stats as scipy_stats
 
 from gate import __version__
 from gate.baseline import slug
 from gate.errors import GateError, MeasurementError
-from gate.results import write_atomic
+from gate.files import load_yaml_model, write_atomic
 
 NOISE_SCHEMA_VERSION = 1
 MAX_HISTORY = 20
@@ -46,8 +45,6 @@ DEFAULT_NOISE_DIR = Path("baselines") / "noise"
 # Degrees of freedom the labelled fallback constant is worth when no profile matches: enough
 # to give a first round an interval, few enough that a run's own spread soon outweighs it.
 FALLBACK_PRIOR_DF = 4.0
-
-M = TypeVar("M", bound=BaseModel)
 
 
 class _Strict(BaseModel):
@@ -220,30 +217,6 @@ def make_provenance(runner: str = "", command: str = "", note: str = "") -> Nois
 # ---------------------------------------------------------------- files
 
 
-def load_yaml_model(model: type[M], path: Path, what: str) -> M:
-    """Read the YAML file at `path` into `model`; every problem is a GateError naming the
-    file and the key (the pattern of baselines)."""
-    if not path.is_file():
-        raise GateError(f"{what} {path} does not exist")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise GateError(f"{what} {path} is not valid YAML: {exc}") from None
-    except OSError as exc:
-        raise GateError(f"cannot read {what} {path}: {exc.strerror}") from None
-    if not isinstance(data, dict):
-        raise GateError(f"{what} {path}: expected a mapping at the top level")
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        lines = [f"invalid {what} {path}:"]
-        for err in exc.errors():
-            where = ".".join(str(p) for p in err["loc"]) or "(top level)"
-            msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
-            lines.append(f"  {where}: {msg}")
-        raise GateError("\n".join(lines)) from None
-
-
 def load_profile(path: str | Path) -> NoiseProfile:
     path = Path(path)
     profile = load_yaml_model(NoiseProfile, path, "noise profile")
@@ -310,6 +283,23 @@ def find_profile(directory: str | Path, want: ProfileIdentity) -> ProfileLookup:
     if matches:
         return ProfileLookup(matches[0][0], matches[0][1], rejected)
     return ProfileLookup(None, None, rejected)
+
+
+@dataclass(frozen=True)
+class Noise:
+    """The noise profile that applies to a run (None: the labelled fallback), and why."""
+
+    profile: NoiseProfile | None = None
+    description: str = "no noise profile given"
+
+
+def noise_for(directory: str | Path | None, plan: str, plan_hash: str, hardware_key: str) -> Noise:
+    """The profile in `directory` for this plan and hardware, or the reason there is none."""
+    if directory is None:
+        return Noise(None, "no noise profile folder given")
+    lookup = find_profile(directory, ProfileIdentity(plan=plan, plan_hash=plan_hash,
+                                                     hardware_key=hardware_key))
+    return Noise(lookup.profile, lookup.describe())
 
 
 def profile_filename(identity: ProfileIdentity) -> str:

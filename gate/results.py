@@ -196,6 +196,10 @@ class Results(BaseModel):
     status: Literal["complete", "error"] = "complete"
     errors: list[str] = Field(default_factory=list, description="what broke the measurement")
     timings_s: dict[str, float] = Field(default_factory=dict, description="where the time went")
+    sequential_rounds: int | None = Field(
+        None, description="gate ab: the most rounds its sequential test planned (its looks); "
+        "compare replays the looks round by round. None: the repeats are judged together",
+    )
     cells: list[CellSummary] = Field(default_factory=list)
     ratios: list[LevelRatio] = Field(default_factory=list)
     records: list[RequestRecord] = Field(default_factory=list)

@@ -25,13 +25,24 @@ class Thresholds(BaseModel):
         10.0, gt=0, description="fail when drain req/min or output tok/s drop by more than this %"
     )
     tpot_p50_pct: float = Field(10.0, gt=0, description="fail when TPOT p50 rises by more than this %")
-    tpot_p99_pct: float = Field(20.0, gt=0, description="fail when TPOT p99 rises by more than this %")
-    itl_p99_pct: float = Field(20.0, gt=0, description="fail when ITL p99 rises by more than this %")
+    tpot_p99_pct: float | None = Field(
+        20.0, gt=0, description="fail when TPOT p99 rises by more than this %; null: not judged"
+    )
+    itl_p99_pct: float | None = Field(
+        20.0, gt=0, description="fail when ITL p99 rises by more than this %; null: not judged"
+    )
+    overhead_pct: float | None = Field(
+        20.0, gt=0,
+        description="A/B: fail when the structured-output overhead (guided/free TPOT p50 at a "
+        "level, head's against base's in the same round) rises by more than this %; null: not "
+        "judged",
+    )
     guided_free_tpot_ratio: float | None = Field(
         1.25,
         gt=0,
-        description="absolute bound on guided/free TPOT p50 per level; null disables the check. "
-        "Calibrate per hardware class: 1.25 suits GPUs, a CPU's healthy ratio is higher.",
+        description="absolute bound on guided/free TPOT p50 per level, judged when there is no "
+        "base build (a stored baseline, or the head alone); null disables the check. Calibrate "
+        "per hardware class: 1.25 suits GPUs, a CPU's healthy ratio is higher.",
     )
     ratio_min_concurrency: int = Field(8, ge=1, description="apply the ratio bound from this level up")
     validity_min: float = Field(1.0, ge=0, le=1, description="share of guided outputs that must validate")
@@ -43,8 +54,8 @@ class Thresholds(BaseModel):
     run_noise_pct: float | None = Field(
         None,
         ge=0,
-        description="run-to-run spread of one measurement (1 sigma, %) that resampling within a "
-        "run cannot see; a floor on each side's interval width (docs/compare.md). null: "
+        description="the labelled fallback for a runner without a noise profile (gate "
+        "calibrate): the spread of one measurement (1 sigma, %). null: "
         f"{GPU_RUN_NOISE_PCT:g} on GPU runs (5x the seed's drain repeatability, +-1 s of 513 s), "
         f"{CPU_RUN_NOISE_PCT:g} on CPU-only runs (+-25% between runs on a shared 2-core machine).",
     )

@@ -65,6 +65,9 @@ class Check(BaseModel):
     head_n: int | None = Field(None, description="independent measurements (repeats) on the head side")
     base_n: int | None = Field(None, description="independent measurements on the base side")
     interval_source: str = Field("", description="how the interval was obtained for this check")
+    decided_at_round: int | None = Field(
+        None, description="A/B: the round (look) at which the sequential test settled it"
+    )
     outcome: Outcome
     note: str = ""
 
@@ -84,6 +87,9 @@ class Verdict(BaseModel):
     advice: list[str] = Field(default_factory=list, description="what to do next")
     warnings: list[str] = Field(default_factory=list, description="environment warnings")
     method: str = Field("", description="how intervals were computed")
+    noise_profile: str = Field(
+        "", description="the noise profile the intervals used, or why the fallback constant"
+    )
     notes: list[str] = Field(
         default_factory=list, description="what was not compared and why (missing figures, ...)"
     )

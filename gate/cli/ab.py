@@ -9,6 +9,7 @@ from gate import ab, summary
 from gate.cli.common import assignments, int_list, write_verdict
 from gate.compare import compare_results
 from gate.errors import GateError
+from gate.noise import noise_for
 from gate.plan import apply_overrides, load_plan
 from gate.progress import Progress
 from gate.settings import Settings
@@ -35,6 +36,8 @@ def add_parser(sub) -> None:
     p.add_argument("--budget-minutes", type=float, help="override ab.budget_minutes")
     p.add_argument("--servers", choices=["persistent", "per_round"], help="override ab.servers")
     p.add_argument("--out", type=Path, default=Path("gate-ab"), help="output folder")
+    p.add_argument("--noise-dir", type=Path, default=Path("baselines") / "noise",
+                   help="where the runner's noise profiles are (default ./baselines/noise)")
     p.add_argument("--threshold", action="append", metavar="NAME=VALUE", help="override a threshold")
     p.add_argument("--drain-requests", type=int)
     p.add_argument("--levels", type=int_list)
@@ -61,11 +64,12 @@ def handle(args, settings: Settings) -> int:
     base = ab.Build("base", ab.resolve_python(args.base), assignments(args.base_env, "--base-env"))
     head = ab.Build("head", ab.resolve_python(args.head), assignments(args.head_env, "--head-env"))
 
-    def judge(head_results, base_results, look, max_looks):
-        return compare_results(head_results, base_results, None, thresholds,
+    def judge(head_results, base_results):
+        noise = noise_for(args.noise_dir, plan.name, head_results.plan_hash,
+                          head_results.fingerprint.hardware_key)
+        return compare_results(head_results, base_results, None, thresholds, noise=noise,
                                head_path=str(args.out / "head" / "results.json"),
-                               base_path=str(args.out / "base" / "results.json"),
-                               look=look, max_looks=max_looks)
+                               base_path=str(args.out / "base" / "results.json"))
 
     result = ab.ab(plan, base, head, args.out, judge, Progress(quiet=args.quiet),
                    settings.cache_dir)

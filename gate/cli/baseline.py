@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from gate import baseline as bl
-from gate.compare import compare_results, results_figures
+from gate.checks import results_figures
+from gate.compare import compare_results
 from gate.errors import EXIT_BAD_INPUT, EXIT_PASS, GateError
 from gate.results import load_results, results_path
 from gate.settings import Settings

@@ -8,6 +8,7 @@ from gate import baseline as bl
 from gate import summary
 from gate.cli.common import assignments, write_verdict
 from gate.compare import compare_results
+from gate.noise import noise_for
 from gate.results import load_results, results_path
 from gate.settings import Settings
 
@@ -28,6 +29,9 @@ def add_parser(sub) -> None:
                        help="A/B: the base build's results.json (or folder)")
     p.add_argument("--baselines-dir", default="baselines", type=Path,
                    help="where --baseline auto looks (default ./baselines)")
+    p.add_argument("--noise-dir", type=Path, default=Path("baselines") / "noise",
+                   help="where the runner's noise profiles are (gate calibrate); default "
+                   "./baselines/noise")
     p.add_argument("--out", type=Path,
                    help="verdict file (default: verdict.json next to HEAD_RESULTS)")
     p.add_argument(
@@ -53,8 +57,10 @@ def handle(args, settings: Settings) -> int:
             path = Path(args.baseline)
             baseline = bl.load_baseline(path)
         baseline_path = str(path)
+    noise = noise_for(args.noise_dir, head.plan.name, head.plan_hash,
+                      head.fingerprint.hardware_key)
     verdict = compare_results(
-        head, base, baseline, thresholds,
+        head, base, baseline, thresholds, noise=noise,
         head_path=str(head_path), base_path=str(base_path) if base_path else None,
         baseline_path=baseline_path,
     )
