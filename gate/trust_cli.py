@@ -19,7 +19,8 @@ from gate.settings import Settings
 from gate.trust import check_commit_sha, check_environment, check_head, client_for, revoke_label
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    """Add `gate trust` and its checks; `handle(args, settings)` runs the chosen one."""
     p = subparsers.add_parser(
         "trust",
         help="run-time checks before PR code runs on a self-hosted runner",
@@ -32,21 +33,33 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="fail unless the approval environment has required reviewers (actions: read)",
     )
     env.add_argument("name", help="environment name, e.g. perf-gate-fork")
-    env.set_defaults(func=run_check_environment)
+    env.set_defaults(trust_check=run_check_environment)
 
     head = sub.add_parser(
         "check-head", help="fail unless the PR's head commit is SHA (pull-requests: read)"
     )
     head.add_argument("--pr", type=int, required=True, help="PR number")
     head.add_argument("--sha", required=True, help="the full commit SHA to be measured")
-    head.set_defaults(func=run_check_head)
+    head.set_defaults(trust_check=run_check_head)
 
     revoke = sub.add_parser(
         "revoke-label", help="remove the approval label from a PR (pull-requests: write)"
     )
     revoke.add_argument("--pr", type=int, required=True, help="PR number")
     revoke.add_argument("--label", required=True, help="label name, e.g. run-perf-gate")
-    revoke.set_defaults(func=run_revoke_label)
+    revoke.set_defaults(trust_check=run_revoke_label)
+    p.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace, settings: Settings) -> int:
+    return args.trust_check(args, settings)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """gate.cli's COMMAND_MODULES hook: `func(args)` with the settings read from the
+    environment."""
+    add_parser(subparsers)
+    subparsers.choices["trust"].set_defaults(func=lambda args: handle(args, Settings.from_env()))
 
 
 def _pr(value: int) -> int:
@@ -55,9 +68,8 @@ def _pr(value: int) -> int:
     return value
 
 
-def run_check_environment(args: argparse.Namespace) -> int:
-    client = client_for(Settings.from_env())
-    review = check_environment(client, args.name)
+def run_check_environment(args: argparse.Namespace, settings: Settings) -> int:
+    review = check_environment(client_for(settings), args.name)
     print(
         f"gate trust: environment {review.name!r} requires approval by one of "
         f"{review.reviewers} reviewer(s)"
@@ -77,17 +89,17 @@ def run_check_environment(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_check_head(args: argparse.Namespace) -> int:
+def run_check_head(args: argparse.Namespace, settings: Settings) -> int:
     pr = _pr(args.pr)
     sha = check_commit_sha(args.sha, "--sha")
-    check_head(client_for(Settings.from_env()), pr, sha)
+    check_head(client_for(settings), pr, sha)
     print(f"gate trust: PR #{pr}'s head is {sha}")
     return 0
 
 
-def run_revoke_label(args: argparse.Namespace) -> int:
+def run_revoke_label(args: argparse.Namespace, settings: Settings) -> int:
     pr = _pr(args.pr)
-    removed = revoke_label(client_for(Settings.from_env()), pr, args.label)
+    removed = revoke_label(client_for(settings), pr, args.label)
     state = "removed" if removed else "was not on the PR"
     print(f"gate trust: label {args.label!r} {state} (PR #{pr}): a new push needs a new approval")
     return 0
