@@ -1,19 +1,26 @@
 """Publish a verdict: sticky PR comment, job summary, step outputs, annotations, comment file.
 
-The sticky comment is found again by a hidden marker, `<!-- vllm-structured-output-gate:ID -->`
-(ID "default" unless a matrix gives each aggregation its own), on any page of the PR's
-comments, and updated in place. A second hidden tag records the outcome it showed; when the
-verdict turns to fail from anything else, a NEW comment is posted so that people are notified
-(an edit notifies no one).
+The comment is always rendered here, from the validated verdict, results and hunks, through
+the same template and escaping as `gate report` (gate.report.render_comment), and fitted to
+GitHub's 65,536 characters there; nothing here cuts text.
+
+The sticky comment is the latest comment on the PR that (a) was written by the token's own
+identity (`identify`: GET /user, or github-actions[bot] for an installation token, or
+--bot-login) and (b) starts with the hidden marker `<!-- vllm-structured-output-gate:ID -->`.
+Anyone else's comment carrying the marker is ignored: it is never edited, and it neither
+blocks our comment nor hides a turn to fail. The second hidden line records the outcome
+shown; when the verdict turns to fail from anything else a NEW comment is posted so that
+people are notified (an edit notifies no one).
 
 Where the gate may not comment (a fork PR's read-only token, a workflow without
-`pull-requests: write`, no PR number, `--no-comment`), the body and PR number go to a JSON
-file for the comment-poster workflow; publishing never changes the verdict's exit code.
+`pull-requests: write`, no PR number, `--no-comment`), the verdict, results and hunks (not a
+body) go to a JSON comment file for the comment-poster workflow, which re-renders the comment
+itself: the measuring job ran PR code, so no text of its own reaches the PR. Publishing never
+changes the verdict's exit code.
 """
 
 from __future__ import annotations
 
-import re
 import sys
 import uuid
 from collections.abc import Callable
@@ -21,55 +28,80 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
-
+from gate.comment_file import CommentFile, CommentRun, load_comment_file, slim, worst_verdict
 from gate.errors import GateError
-from gate.files import load_json_model
-from gate.github import GitHubClient, GitHubError, GitHubForbidden
-from gate.hunks import Hunk, HunkSet, load_hunks
+from gate.files import write_atomic
+from gate.github import (
+    DEFAULT_MAX_WAIT_S,
+    GITHUB_ACTIONS_LOGIN,
+    GitHubClient,
+    GitHubError,
+    GitHubForbidden,
+    GitHubWriteUnknown,
+)
+from gate.hunks import Hunk, HunkSet
+from gate.report import (
+    GITHUB_COMMENT_LIMIT,
+    MARKER_PREFIX,
+    comment_marker,
+    render_comment,
+    render_runs,
+)
 from gate.runner_output import workflow_command
-from gate.settings import Settings, check_marker_id
-from gate.verdict import SEVERITY, Outcome, Verdict, load_verdict
+from gate.settings import Settings
+from gate.verdict import Outcome, Verdict
 
-MARKER_PREFIX = "vllm-structured-output-gate"
-MAX_COMMENT_CHARS = 65_536  # GitHub's limit on a comment body
-BODY_BUDGET = 65_000  # what we allow ourselves, leaving room for GitHub's own accounting
-OUTCOME_RE = re.compile(rf"<!-- {MARKER_PREFIX}-outcome:([a-z]+) -->")
+MAX_COMMENT_CHARS = GITHUB_COMMENT_LIMIT  # GitHub's limit on a comment body
+CREATE_ATTEMPTS = 3
 MAX_ANNOTATIONS = 5
 
 ClientFactory = Callable[[Settings], GitHubClient]
 
 
 def marker(marker_id: str) -> str:
-    return f"<!-- {MARKER_PREFIX}:{check_marker_id(marker_id)} -->"
+    return comment_marker(marker_id)
 
 
-def render_body(report: str, outcome: Outcome, marker_id: str, run_url: str | None = None) -> str:
-    """The comment: marker, outcome tag, the report (trimmed if it must be), a footer."""
-    head = f"{marker(marker_id)}\n<!-- {MARKER_PREFIX}-outcome:{outcome.value} -->\n"
-    footer = f"\n\n<sub>[gate run]({run_url})</sub>\n" if run_url else "\n"
-    room = BODY_BUDGET - len(head) - len(footer)
-    if len(report) > room:
-        note = "\n\n… report trimmed to fit a GitHub comment; the full report is in the job summary and the artifact.\n"
-        cut = report[: room - len(note) - 4]
-        if cut.count("```") % 2:  # never leave a code fence open
-            cut += "\n```"
-        report = cut + note
-    body = head + report.rstrip("\n") + footer
-    assert len(body) < MAX_COMMENT_CHARS, len(body)
-    return body
-
-
+# -- finding our comment ------------------------------------------------------------------
 def outcome_of(body: str) -> str | None:
-    match = OUTCOME_RE.search(body or "")
-    return match.group(1) if match else None
+    """The outcome our comment shows: its second line, and only there."""
+    lines = (body or "").split("\n", 2)
+    prefix, suffix = f"<!-- {MARKER_PREFIX}-outcome:", " -->"
+    if len(lines) < 2 or not (lines[1].startswith(prefix) and lines[1].endswith(suffix)):
+        return None
+    value = lines[1][len(prefix) : -len(suffix)]
+    return value if value in {o.value for o in Outcome} else None
 
 
-def find_sticky(comments: list[dict], marker_id: str) -> dict | None:
-    """The most recent comment carrying this marker (after a turn to fail there are two)."""
-    tag = marker(marker_id)
-    found = [c for c in comments if tag in (c.get("body") or "")]
+def is_ours(comment: dict, marker_id: str, login: str) -> bool:
+    """Written by `login` and starting with this marker: a marker quoted or planted anywhere
+    else (a user's comment, a hunk shown in another comment) does not count."""
+    author = (comment.get("user") or {}).get("login")
+    return author == login and (comment.get("body") or "").startswith(marker(marker_id) + "\n")
+
+
+def find_sticky(comments: list[dict], marker_id: str, login: str) -> dict | None:
+    """Our most recent comment with this marker (after a turn to fail there are two)."""
+    found = [c for c in comments if is_ours(c, marker_id, login)]
     return found[-1] if found else None
+
+
+@dataclass(frozen=True)
+class Identity:
+    login: str
+    source: str
+
+
+def identify(client: GitHubClient, bot_login: str | None = None) -> Identity:
+    """Whose comments are ours. --bot-login wins; else GET /user names a user or app-user
+    token; an installation token gets 403 there, and GITHUB_TOKEN's comments are written by
+    github-actions[bot] (a GitHub App's installation token needs --bot-login APP[bot])."""
+    if bot_login:
+        return Identity(bot_login, "--bot-login")
+    login = client.authenticated_login()
+    if login:
+        return Identity(login, "GET /user")
+    return Identity(GITHUB_ACTIONS_LOGIN, "installation token (GET /user is 403): GITHUB_TOKEN")
 
 
 @dataclass
@@ -77,52 +109,42 @@ class Posted:
     action: str  # created, updated, created-on-fail
     comment_id: int
     url: str
+    author: str | None
 
 
-def post_sticky(client: GitHubClient, pr: int, body: str, marker_id: str, outcome: str) -> Posted:
-    previous = find_sticky(client.list_comments(pr), marker_id)
+def create_once(client: GitHubClient, pr: int, body: str, marker_id: str, login: str,
+                seen: set[int]) -> dict:
+    """POST the comment. A POST that got a 5xx or no answer may still have landed: list the
+    comments again and take ours if it did, so that one 502 never makes two comments."""
+    for attempt in range(CREATE_ATTEMPTS):
+        try:
+            return client.create_comment(pr, body)
+        except GitHubWriteUnknown as exc:
+            last = exc
+            client.backoff(attempt, str(exc))
+            landed = [c for c in client.list_comments(pr)
+                      if c.get("id") not in seen and is_ours(c, marker_id, login)]
+            if landed:
+                return landed[-1]
+    raise GitHubError(f"could not create the comment after {CREATE_ATTEMPTS} tries: {last}")
+
+
+def post_sticky(client: GitHubClient, pr: int, body: str, marker_id: str, outcome: str,
+                identity: Identity) -> Posted:
+    comments = client.list_comments(pr)
+    previous = find_sticky(comments, marker_id, identity.login)
     turned_fail = outcome == Outcome.FAIL.value and (
         previous is None or outcome_of(previous["body"]) != Outcome.FAIL.value
     )
     if previous is not None and not turned_fail:
         comment = client.update_comment(previous["id"], body)
-        return Posted("updated", comment["id"], comment.get("html_url", ""))
-    comment = client.create_comment(pr, body)
-    action = "created-on-fail" if previous is not None else "created"
-    return Posted(action, comment["id"], comment.get("html_url", ""))
-
-
-# -- the comment file, the hand-over to the comment-poster workflow -----------------------
-class CommentFile(BaseModel):
-    """gate-comment.json. Produced on the measuring runner, so untrusted when read back."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    schema_version: int = 1
-    pr: int | None = Field(None, gt=0, description="None when the run had no PR number")
-    marker_id: str = "default"
-    outcome: Outcome
-    body: str = Field(max_length=MAX_COMMENT_CHARS - 1)
-    reason: str = Field("", description="why the comment was not posted directly")
-
-    @field_validator("pr", mode="before")
-    @classmethod
-    def _strict_int(cls, value: object) -> object:
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-            raise ValueError("pr must be a JSON integer")
-        return value
-
-    @field_validator("marker_id")
-    @classmethod
-    def _marker(cls, value: str) -> str:
-        try:
-            return check_marker_id(value)
-        except GateError as exc:
-            raise ValueError(str(exc)) from None
-
-
-def load_comment_file(path: Path) -> CommentFile:
-    return load_json_model(CommentFile, path, "comment file")
+        action = "updated"
+    else:
+        seen = {c.get("id") for c in comments}
+        comment = create_once(client, pr, body, marker_id, identity.login, seen)
+        action = "created-on-fail" if previous is not None else "created"
+    author = (comment.get("user") or {}).get("login")
+    return Posted(action, comment["id"], comment.get("html_url", ""), author)
 
 
 # -- GitHub Actions files and workflow commands -------------------------------------------
@@ -184,112 +206,87 @@ def annotations(
     return lines
 
 
-# -- several runners, one comment ---------------------------------------------------------
-def combine(reports: list[str], verdicts: list[Verdict], labels: list[str]) -> tuple[str, Verdict]:
-    """One report for a matrix: the worst verdict's line first, then each runner's report
-    under its label, each trimmed to its share of the comment budget."""
-    if len(labels) != len(reports):
-        raise GateError("give one --label per --report")
-    order = [o.value for o in SEVERITY]
-    worst_i = min(range(len(verdicts)), key=lambda i: order.index(verdicts[i].outcome.value))
-    worst = verdicts[worst_i]
-    head = f"**{worst.headline}** (worst of {len(reports)}: {labels[worst_i]})\n"
-    share = (BODY_BUDGET - 2_000) // len(reports)
-    parts = [head]
-    for label, text in zip(labels, reports, strict=True):
-        parts.append(f"\n---\n\n### {_escape_md(label)}\n\n{_trim(text, share)}")
-    return "".join(parts), worst
-
-
-def _trim(text: str, room: int) -> str:
-    if len(text) <= room:
-        return text.rstrip("\n") + "\n"
-    note = "\n\n… trimmed; the full report is in this runner's artifact.\n"
-    cut = text[: room - len(note) - 4]
-    if cut.count("```") % 2:
-        cut += "\n```"
-    return cut + note
-
-
-def _escape_md(text: str) -> str:
-    return re.sub(r"([\\`*_{}\[\]<>()#+!|~-])", r"\\\1", " ".join(text.split()))[:100]
-
-
 # -- the command -------------------------------------------------------------------------
-def default_client(settings: Settings) -> GitHubClient:
-    return GitHubClient(settings.api_url, settings.repository or "", settings.github_token)
+def default_client(settings: Settings, max_wait_s: float = DEFAULT_MAX_WAIT_S) -> GitHubClient:
+    return GitHubClient(settings.api_url, settings.repository or "", settings.github_token,
+                        max_wait_s=max_wait_s)
+
+
+@dataclass(frozen=True)
+class PublishOptions:
+    summary: str | None = None  # the job summary's text (report.md); default: the comment's
+    bot_login: str | None = None
+    outputs: dict[str, str] | None = None  # extra step outputs (paths)
 
 
 def publish(
     settings: Settings,
-    report_path: Path | list[Path],
-    verdict_path: Path | list[Path],
-    hunks_path: Path | None = None,
+    runs: list[CommentRun],
+    options: PublishOptions | None = None,
     *,
-    labels: list[str] | None = None,
     client_factory: ClientFactory = default_client,
     out: TextIO | None = None,
     err: TextIO | None = None,
 ) -> int:
-    out = out or sys.stdout
-    err = err or sys.stderr
-    reports = report_path if isinstance(report_path, list) else [report_path]
-    verdict_paths = verdict_path if isinstance(verdict_path, list) else [verdict_path]
-    verdicts = [load_verdict(p) for p in verdict_paths]
-    texts = [_read_report(p) for p in reports]
-    if len(texts) != len(verdicts):
-        raise GateError("give one --verdict per --report")
-    if len(texts) == 1:
-        report, verdict = texts[0], verdicts[0]
-    else:
-        report, verdict = combine(texts, verdicts, labels or [p.parent.name for p in reports])
-    body = render_body(report, verdict.outcome, settings.marker_id, settings.run_url)
-    append_summary(settings.step_summary, report)
-    if verdict.outcome == Outcome.FAIL and hunks_path is not None:
-        for line in annotations(load_hunks(hunks_path), verdict, settings.path_prefix):
+    out, err = out or sys.stdout, err or sys.stderr
+    options = options or PublishOptions()
+    verdict = worst_verdict([r.verdict for r in runs])
+    inputs = [r.run_input() for r in runs]
+    body = render_comment(inputs, settings.marker_id, settings.run_url)
+    append_summary(settings.step_summary, options.summary or render_runs(inputs))
+    if verdict.outcome == Outcome.FAIL and len(runs) == 1 and runs[0].hunks is not None:
+        for line in annotations(runs[0].hunks, verdict, settings.path_prefix):
             workflow_command(out, line)
-    outputs = {
-        "verdict": verdict.outcome.value,
-        "exit-code": str(verdict.exit_code),
-        "headline": verdict.headline,
-        "verdict-path": "\n".join(str(p) for p in verdict_paths),
-        "report-path": "\n".join(str(p) for p in reports),
-    }
-    posted, reason = _try_comment(settings, body, verdict.outcome.value, client_factory, err)
+    outputs = {"verdict": verdict.outcome.value, "exit-code": str(verdict.exit_code),
+               "headline": verdict.headline, **(options.outputs or {})}
+    posted, reason = _try_comment(settings, body, verdict.outcome.value, options.bot_login,
+                                  client_factory, err)
     if posted:
         outputs.update({"comment-url": posted.url, "comment-action": posted.action})
         print(f"gate publish: comment {posted.action} ({posted.url})", file=err)
     else:
-        handover = CommentFile(
-            pr=settings.pr_number,
-            marker_id=settings.marker_id,
-            outcome=verdict.outcome,
-            body=body,
-            reason=reason,
-        )
-        _write_json(settings.comment_file, handover.model_dump_json(indent=1))
+        handover = CommentFile(pr=settings.pr_number, marker_id=settings.marker_id,
+                               runs=[r.model_copy(update={"head": slim(r.head),
+                                                          "base": slim(r.base)}) for r in runs],
+                               reason=reason)
+        write_atomic(settings.comment_file, handover.model_dump_json(indent=1) + "\n")
         outputs.update({"comment-file": str(settings.comment_file), "comment-action": "file"})
-        print(f"gate publish: {reason}; comment written to {settings.comment_file}", file=err)
+        print(f"gate publish: {reason}; comment data written to {settings.comment_file}",
+              file=err)
     write_outputs(settings.output, outputs)
     return verdict.exit_code
 
 
-def _try_comment(settings, body, outcome, client_factory, err) -> tuple[Posted | None, str]:
+def _try_comment(settings, body, outcome, bot_login, client_factory, err):
     if not settings.comment:
         return None, "commenting is off (--no-comment)"
     if settings.pr_number is None:
         return None, "no pull request number in this event"
     if settings.github_token is None or not settings.repository:
         return None, "no GitHub token or repository"
-    client = client_factory(settings)
     try:
-        return post_sticky(client, settings.pr_number, body, settings.marker_id, outcome), ""
+        client = client_factory(settings)
+        identity = identify(client, bot_login)
+        posted = post_sticky(client, settings.pr_number, body, settings.marker_id, outcome,
+                             identity)
     except GitHubForbidden as exc:
         workflow_command(err, f"::notice title=Perf gate::{escape_data(str(exc))}")
         return None, "no permission to comment (fork PR or read-only token)"
     except GitHubError as exc:
         workflow_command(err, f"::warning title=Perf gate::{escape_data(str(exc))}")
         return None, "commenting failed"
+    _check_author(posted, identity, err)
+    return posted, ""
+
+
+def _check_author(posted: Posted, identity: Identity, err: TextIO) -> None:
+    """Learn from the comment just written: if GitHub wrote it as someone else than we
+    assumed (a GitHub App's installation token), later runs would not find it."""
+    if posted.author and posted.author != identity.login:
+        text = (f"the comment was written as {posted.author}, not {identity.login} "
+                f"({identity.source}); pass --bot-login {posted.author} so that later runs "
+                "update it instead of adding another")
+        workflow_command(err, f"::warning title=Perf gate::{escape_data(text)}")
 
 
 def post_comment_file(
@@ -298,12 +295,14 @@ def post_comment_file(
     *,
     pr: int | None = None,
     expect_head_sha: str | None = None,
+    bot_login: str | None = None,
     client_factory: ClientFactory = default_client,
     err: TextIO | None = None,
 ) -> int:
-    """The comment-poster workflow's half: post a comment file written by a measuring run.
-    The file came from a run of PR code, so the PR number is checked against the PR whose
-    head commit the triggering run measured (`expect_head_sha`)."""
+    """The comment-poster workflow's half. The file came from a run of PR code: it is
+    validated field by field, the PR number checked against the PR whose head commit the
+    triggering run measured (`expect_head_sha`), and the comment rendered here from the
+    verdict, results and hunks, exactly as `gate publish` renders it."""
     err = err or sys.stderr
     handover = load_comment_file(path)
     number = pr if pr is not None else handover.pr
@@ -321,25 +320,11 @@ def post_comment_file(
                 f"PR #{number}'s head is {head}, not the measured commit {expect_head_sha}: "
                 "refusing to post"
             )
-    body = render_body(_strip_tags(handover.body), handover.outcome, handover.marker_id)
-    posted = post_sticky(client, number, body, handover.marker_id, handover.outcome.value)
+    body = render_comment([r.run_input() for r in handover.runs], handover.marker_id)
+    identity = identify(client, bot_login)
+    posted = post_sticky(client, number, body, handover.marker_id, handover.outcome.value,
+                         identity)
+    _check_author(posted, identity, err)
     print(f"gate publish: comment {posted.action} on PR #{number} ({posted.url})", file=err)
     write_outputs(settings.output, {"comment-url": posted.url, "comment-action": posted.action})
     return 0
-
-
-def _strip_tags(body: str) -> str:
-    """Drop our own hidden tags (they are re-rendered from validated fields)."""
-    return re.sub(rf"<!-- {MARKER_PREFIX}[^>]*-->\n?", "", body)
-
-
-def _read_report(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise GateError(f"cannot read report {path}: {exc.strerror}") from None
-
-
-def _write_json(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text + "\n", encoding="utf-8")

@@ -6,6 +6,11 @@ GitHub markdown so that it cannot break out of its block, inject HTML, or ping a
 - inline (table cells, list items): one line, HTML-escaped, markdown punctuation
   backslash-escaped, mentions and issue refs neutralised.
 - HTML (inside <summary>): one line, HTML-escaped, mentions and refs neutralised.
+
+Everywhere, including code: bidirectional-text controls (the "Trojan Source" characters) are
+shown as a visible `<U+202E>` instead of reordering what a reviewer reads, and full issue / PR
+URLs lose their auto-link (a zero-width joiner before the number), so that no untrusted text
+makes GitHub add a cross-reference to another issue.
 """
 
 from __future__ import annotations
@@ -24,17 +29,35 @@ _LEADING_BLOCK = re.compile(r"^(\d*)([-+#=.)])")  # list items, headings, '1.' l
 _WS = re.compile(r"\s+")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _BACKTICKS = re.compile(r"`+")
+# U+061C, U+200E/200F, U+202A-202E, U+2066-2069: they reorder the text around them.
+_BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# https://github.com/o/r/issues/1, /pull/1, /discussions/1 (any host: GHES too).
+_ISSUE_URL = re.compile(
+    r"(https?://[^\s/<>]+/[^\s/<>]+/[^\s/<>]+/(?:issues|pull|pulls|discussions)/)(?=\d)",
+    re.IGNORECASE,
+)
+
+
+def reveal_bidi(text: str) -> str:
+    """Show bidirectional-text controls as `<U+XXXX>` instead of letting them reorder text."""
+    return _BIDI.sub(lambda m: f"<U+{ord(m.group()):04X}>", text)
+
+
+def unlink_issue_urls(text: str) -> str:
+    """A zero-width joiner before the number of a full issue/PR URL: no auto-link, no backref."""
+    return _ISSUE_URL.sub(r"\1" + ZWJ, text)
 
 
 def neutralize(text: str) -> str:
-    """Stop @mentions, #123 and GH-123 auto-links: a zero-width joiner after @ / # / GH-."""
-    text = _MENTION.sub("@" + ZWJ, text)
+    """Stop @mentions, #123, GH-123 and issue-URL auto-links: a zero-width joiner after
+    @ / # / GH- and before the number of an issue URL."""
+    text = unlink_issue_urls(_MENTION.sub("@" + ZWJ, text))
     text = _ISSUE_REF.sub("#" + ZWJ, text)
     return _GH_REF.sub(lambda m: m.group(1) + "-" + ZWJ, text)
 
 
 def one_line(text: str, limit: int) -> str:
-    text = _WS.sub(" ", _CONTROL.sub("", str(text))).strip()
+    text = _WS.sub(" ", _CONTROL.sub("", reveal_bidi(str(text)))).strip()
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
@@ -56,8 +79,10 @@ def fence_for(body: str) -> str:
 
 
 def code_block(body: str, info: str = "") -> str:
-    """A fenced code block that no line of `body` can close."""
+    """A fenced code block that no line of `body` can close. GitHub resolves no @mention
+    inside code, but it does show bidi controls and may cross-reference issue URLs."""
     body = _CONTROL.sub("\ufffd", body.replace("\r\n", "\n")).replace("\r", "\n")
+    body = unlink_issue_urls(reveal_bidi(body))
     fence = fence_for(body)
     return f"{fence}{info}\n{body}\n{fence}"
 

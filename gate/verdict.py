@@ -10,8 +10,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gate.errors import EXIT_ERROR, EXIT_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS
 from gate.files import load_json_model
+from gate.report_escape import one_line
 
 VERDICT_SCHEMA_VERSION = 1
+MODES = ("baseline", "ab", "absolute")
 
 
 class Outcome(str, Enum):
@@ -104,6 +106,12 @@ class Verdict(BaseModel):
     @property
     def exit_code(self) -> int:
         return self.outcome.exit_code
+
+
+def error_verdict(reason: str, mode: str) -> Verdict:
+    """The verdict of a run that could not be judged at all (`gate verdict --error`)."""
+    reason = one_line(reason, 1000) or "no verdict could be computed"
+    return Verdict(outcome=Outcome.ERROR, headline=f"ERROR: {reason}", mode=mode, errors=[reason])
 
 
 def load_verdict(path: str | Path) -> Verdict:

@@ -1,16 +1,29 @@
-"""A real HTTP server on 127.0.0.1 that speaks the GitHub REST endpoints the gate calls.
+"""A real HTTP server on 127.0.0.1 that speaks the GitHub REST endpoints the gate calls, and
+behaves like GitHub where the gate's rules depend on it.
 
-Endpoints: GET/POST /repos/{o}/{r}/issues/{n}/comments (per_page, page, Link headers),
-PATCH /repos/{o}/{r}/issues/comments/{id}, GET /repos/{o}/{r}, GET /repos/{o}/{r}/pulls/{n},
-GET /user. Tokens come from the Authorization header:
+Endpoints: GET/POST /repos/{o}/{r}/issues/{n}/comments (per_page, page, Link headers with
+absolute URLs on this server), PATCH /repos/{o}/{r}/issues/comments/{id}, GET /repos/{o}/{r},
+GET /repos/{o}/{r}/pulls/{n}, GET /user.
 
-- `good_tokens` may do everything; `user_tokens` also answer GET /user (a PAT), the others get
-  403 there like GITHUB_TOKEN does;
-- `fork_tokens` may read but get 403 "Resource not accessible by integration" on writes;
-- anything else gets 401.
+Tokens (the Authorization header) map to who GitHub says they are:
+- `good_tokens`: installation tokens like GITHUB_TOKEN: comments are written by
+  github-actions[bot]; GET /user answers 403 "Resource not accessible by integration";
+- `app_tokens`: a GitHub App's installation tokens, token -> "slug[bot]"; 403 on GET /user;
+- `user_tokens`: personal tokens, token -> login (GET /user answers it);
+- `fork_tokens`: read-only installation tokens: 403 on every write;
+- anything else: 401 "Bad credentials".
 
-Failures to inject, consumed in order per request: `fail_next(status, times, headers, body)`,
-e.g. 502 twice, 429 with Retry-After, 403 with x-ratelimit-remaining: 0.
+Like GitHub: comments carry `user.login`/`user.type`; a PATCH of a comment someone else wrote
+is 403; a body over 65,536 characters is 422 with GitHub's message; every answer carries
+x-ratelimit-limit/remaining/used/reset/resource; `exhaust_primary(reset_at)` answers 403 "API
+rate limit exceeded" with remaining 0 until `clock()` reaches reset_at; `secondary_limit()`
+answers GitHub's secondary-limit 403 (with or without retry-after) until its window has passed
+on `clock()`, so a client that retries early is refused again.
+
+Failures to inject, consumed in order: `fail_next(status, times, headers, message, method)`;
+`break_next_create(mode)`: the next POST creates its comment and then answers 502 ("502") or
+drops the connection without an answer ("drop"). `link_base` makes Link headers point to
+another server. `clock` is injectable (tests share a FakeClock with the client).
 
 Environments and labels (`gate trust`): GET /repos/{o}/{r}/environments/{name} answers from
 `environments`; GET /repos/{o}/{r}/issues/{n}/labels and DELETE .../labels/{name} use `labels`.
@@ -22,10 +35,28 @@ from __future__ import annotations
 
 import json
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
+
+GITHUB_ACTIONS = "github-actions[bot]"
+MAX_BODY = 65_536
+RATE_LIMIT = 5000
+INTEGRATION_403 = "Resource not accessible by integration"
+SECONDARY_MESSAGE = (
+    "You have exceeded a secondary rate limit. Please wait a few minutes before you try again. "
+    "If you reach out to GitHub Support for help, please include the request ID "
+    "C0DE:1234:5678:9ABC:DEF0."
+)
+PRIMARY_MESSAGE = (
+    "API rate limit exceeded for installation ID 1234567. If you reach out to GitHub Support "
+    "for help, please include the request ID C0DE:1234:5678:9ABC:DEF1."
+)
+DOCS = "https://docs.github.com/rest/using-the-rest-api/rate-limits-for-the-rest-api"
+DROP = object()  # a handler answer: close the connection without a response
 
 
 @dataclass
@@ -45,12 +76,33 @@ class Failure:
     method: str | None = None
 
 
+class FakeClock:
+    """Shared by the client (sleep, now) and the server (clock): sleeping moves time on."""
+
+    def __init__(self, start: float = 1_000_000.0):
+        self.t = start
+        self.slept: list[float] = []
+
+    def now(self) -> float:
+        return self.t
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.t += seconds
+
+
 class FakeGitHub:
-    def __init__(self, repository: str = "octo/vllm", *, login: str = "gate-bot"):
+    def __init__(
+        self,
+        repository: str = "octo/vllm",
+        *,
+        clock: Callable[[], float] = time.time,
+    ):
         self.repository = repository
-        self.login = login
+        self.clock = clock
         self.good_tokens: set[str] = {"good-token"}
-        self.user_tokens: set[str] = set()
+        self.app_tokens: dict[str, str] = {}
+        self.user_tokens: dict[str, str] = {}
         self.fork_tokens: set[str] = {"fork-token"}
         self.comments: dict[int, list[dict[str, Any]]] = {}
         self.pulls: dict[int, dict[str, Any]] = {}
@@ -58,6 +110,13 @@ class FakeGitHub:
         self.labels: dict[int, list[str]] = {}  # issue/PR number -> label names
         self.requests: list[Recorded] = []
         self.failures: list[Failure] = []
+        self.break_creates: list[str] = []
+        self.link_base: str | None = None
+        self.used = 0
+        self.primary_reset: float | None = None
+        self.secondary_until: float | None = None
+        self.secondary_retry_after = False
+        self.limited: list[Recorded] = []  # requests answered with a rate-limit 403
         self._next_id = 1000
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -102,6 +161,25 @@ class FakeGitHub:
         for _ in range(times):
             self.failures.append(Failure(status, headers or {}, {"message": message}, method))
 
+    def break_next_create(self, mode: str = "502") -> None:
+        """The next POST of a comment is applied, then answered 502 or not at all ("drop")."""
+        assert mode in ("502", "drop")
+        self.break_creates.append(mode)
+
+    def exhaust_primary(self, reset_at: float) -> None:
+        self.primary_reset = reset_at
+
+    def secondary_limit(self, retry_after: int | None = None) -> None:
+        """GitHub's secondary limit for the next `retry_after` seconds (60 when None, and no
+        retry-after header is sent then)."""
+        self.secondary_until = self.clock() + (retry_after or 60)
+        self.secondary_retry_after = retry_after is not None
+
+    def login_of(self, token: str) -> str | None:
+        if token in self.good_tokens or token in self.fork_tokens:
+            return GITHUB_ACTIONS
+        return self.app_tokens.get(token) or self.user_tokens.get(token)
+
     def add_comment(self, issue: int, body: str, login: str = "someone") -> dict[str, Any]:
         with self._lock:
             return self._add_comment(issue, body, login)
@@ -124,15 +202,22 @@ class FakeGitHub:
     def handle(self, method: str, raw_path: str, headers: dict[str, str], body: Any):
         split = urlsplit(raw_path)
         query = parse_qs(split.query)
+        recorded = Recorded(method, split.path, query, headers, body)
         with self._lock:
-            self.requests.append(Recorded(method, split.path, query, headers, body))
+            self.requests.append(recorded)
             failure = self._take_failure(method)
         if failure:
             return failure.status, failure.headers, failure.body
         token = headers.get("authorization", "").removeprefix("Bearer ").removeprefix("token ")
-        if token not in self.good_tokens | self.fork_tokens | self.user_tokens:
+        login = self.login_of(token)
+        if login is None:
             return 401, {}, {"message": "Bad credentials"}
         with self._lock:
+            limited = self._rate_limited()
+            if limited:
+                self.limited.append(recorded)
+                return limited
+            self.used += 1
             return self._route(method, split.path, query, token, body)
 
     def _take_failure(self, method: str) -> Failure | None:
@@ -141,12 +226,35 @@ class FakeGitHub:
                 return self.failures.pop(i)
         return None
 
+    def rate_headers(self) -> dict[str, str]:
+        now = self.clock()
+        exhausted = self.primary_reset is not None and now < self.primary_reset
+        reset = self.primary_reset if exhausted else now + 3600
+        return {
+            "x-ratelimit-limit": str(RATE_LIMIT),
+            "x-ratelimit-remaining": "0" if exhausted else str(max(RATE_LIMIT - self.used, 0)),
+            "x-ratelimit-used": str(RATE_LIMIT if exhausted else self.used),
+            "x-ratelimit-reset": str(int(reset)),
+            "x-ratelimit-resource": "core",
+        }
+
+    def _rate_limited(self):
+        now = self.clock()
+        if self.primary_reset is not None and now < self.primary_reset:
+            return 403, {}, {"message": PRIMARY_MESSAGE, "documentation_url": DOCS}
+        if self.secondary_until is not None and now < self.secondary_until:
+            extra = {}
+            if self.secondary_retry_after:
+                extra["retry-after"] = str(int(self.secondary_until - now + 0.999))
+            return 403, extra, {"message": SECONDARY_MESSAGE, "documentation_url": DOCS}
+        return None
+
     def _route(self, method, path, query, token, body):
         parts = path.strip("/").split("/")
         if parts == ["user"] and method == "GET":
             if token in self.user_tokens:
-                return 200, {}, {"login": self.login}
-            return 403, {}, {"message": "Resource not accessible by integration"}
+                return 200, {}, {"login": self.login_of(token)}
+            return 403, {}, {"message": INTEGRATION_403}
         if len(parts) < 3 or parts[0] != "repos" or "/".join(parts[1:3]) != self.repository:
             return 404, {}, {"message": "Not Found"}
         rest = parts[3:]
@@ -154,25 +262,42 @@ class FakeGitHub:
             return answer
         writes = method in ("POST", "PATCH")
         if writes and token in self.fork_tokens:
-            return 403, {}, {"message": "Resource not accessible by integration"}
+            return 403, {}, {"message": INTEGRATION_403}
         if rest == [] and method == "GET":
             return 200, {}, {"full_name": self.repository}
         if len(rest) == 2 and rest[0] == "pulls" and rest[1].isdigit() and method == "GET":
             pull = self.pulls.get(int(rest[1]))
             return (200, {}, pull) if pull else (404, {}, {"message": "Not Found"})
         if len(rest) == 3 and rest[0] == "issues" and rest[2] == "comments" and rest[1].isdigit():
-            issue = int(rest[1])
-            if method == "GET":
-                return self._list(path, issue, query)
-            if method == "POST":
-                return 201, {}, self._add_comment(issue, body["body"], self.login + "[bot]")
+            return self._issue_comments(method, path, int(rest[1]), query, token, body)
         if len(rest) == 3 and rest[:2] == ["issues", "comments"] and method == "PATCH":
-            for comments in self.comments.values():
-                for comment in comments:
-                    if str(comment["id"]) == rest[2]:
-                        comment["body"] = body["body"]
-                        return 200, {}, comment
+            return self._edit_comment(rest[2], token, body)
+        return 404, {}, {"message": "Not Found"}
+
+    # -- comments -------------------------------------------------------------------------
+    def _issue_comments(self, method, path, issue, query, token, body):
+        if method == "GET":
+            return self._list(path, issue, query)
+        if method != "POST":
             return 404, {}, {"message": "Not Found"}
+        if invalid := _invalid_body(body):
+            return invalid
+        comment = self._add_comment(issue, body["body"], self.login_of(token) or "")
+        if self.break_creates:
+            return (502, {}, {"message": "Server Error"}) if self.break_creates.pop(0) == "502" else DROP
+        return 201, {}, comment
+
+    def _edit_comment(self, comment_id: str, token: str, body: Any):
+        for comments in self.comments.values():
+            for comment in comments:
+                if str(comment["id"]) != comment_id:
+                    continue
+                if comment["user"]["login"] != self.login_of(token):  # as for an integration
+                    return 403, {}, {"message": INTEGRATION_403}
+                if invalid := _invalid_body(body):
+                    return invalid
+                comment["body"] = body["body"]
+                return 200, {}, comment
         return 404, {}, {"message": "Not Found"}
 
     # -- environments and labels (gate trust) ---------------------------------------------
@@ -203,12 +328,28 @@ class FakeGitHub:
         items = self.comments.get(issue, [])
         pages = max(1, -(-len(items) // per_page))
         chunk = items[(page - 1) * per_page : page * per_page]
+        base = self.link_base or self.url
         links = []
         if page < pages:
-            links.append(f'<{self.url}{path}?per_page={per_page}&page={page + 1}>; rel="next"')
-            links.append(f'<{self.url}{path}?per_page={per_page}&page={pages}>; rel="last"')
+            links.append(f'<{base}{path}?per_page={per_page}&page={page + 1}>; rel="next"')
+            links.append(f'<{base}{path}?per_page={per_page}&page={pages}>; rel="last"')
         headers = {"Link": ", ".join(links)} if links else {}
         return 200, headers, chunk
+
+
+def _invalid_body(body: Any):
+    """GitHub's 422 for a missing or too long comment body."""
+    text = body.get("body") if isinstance(body, dict) else None
+    if isinstance(text, str) and len(text) <= MAX_BODY:
+        return None
+    problem = "body is too long (maximum is 65536 characters)" if isinstance(text, str) \
+        else "body wasn't supplied."
+    return 422, {}, {
+        "message": "Validation Failed",
+        "errors": [{"resource": "IssueComment", "code": "custom", "field": "body",
+                    "message": problem}],
+        "documentation_url": "https://docs.github.com/rest/issues/comments#create-an-issue-comment",
+    }
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -223,12 +364,16 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(length) if length else b""
         body = json.loads(raw) if raw else None
         headers = {k.lower(): v for k, v in self.headers.items()}
-        status, extra, payload = self.fake.handle(self.command, self.path, headers, body)
+        answer = self.fake.handle(self.command, self.path, headers, body)
+        if answer is DROP:
+            self.close_connection = True
+            return
+        status, extra, payload = answer
         data = json.dumps(payload).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
-        for key, value in extra.items():
+        for key, value in {**self.fake.rate_headers(), **extra}.items():
             self.send_header(key, value)
         self.end_headers()
         self.wfile.write(data)

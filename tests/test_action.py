@@ -220,6 +220,8 @@ def runner_env(tmp_path: Path, fake: FakeGitHub, event_name: str, event: dict) -
     event_path.write_text(json.dumps(event))
     return {
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        # `gate` on PATH runs this checkout's code, the code of the action under test
+        "PYTHONPATH": str(ROOT),
         "HOME": os.environ.get("HOME", str(tmp_path)),
         "LANG": "C.UTF-8",
         "RUNNER_TEMP": str(tmp_path / "runner"),
@@ -320,7 +322,8 @@ def test_fail_on_error_only_lets_a_fail_pass(tmp_path, fake, workspace):
     assert "not in fail-on" in result.steps[-1].stdout
     assert 7 not in fake.comments  # comment: false
     handover = json.loads((workspace / "gate-out" / "gate-comment.json").read_text())
-    assert handover["pr"] == 7 and handover["outcome"] == "fail"
+    assert handover["pr"] == 7 and handover["runs"][0]["verdict"]["outcome"] == "fail"
+    assert "body" not in handover  # the poster renders the comment itself
     assert result.outputs["comment-file"] == str(workspace / "gate-out" / "gate-comment.json")
 
 
@@ -334,15 +337,96 @@ def test_fork_token_writes_the_comment_file_and_keeps_the_verdict(tmp_path, fake
     assert (workspace / "gate-out" / "gate-comment.json").exists()
 
 
-def test_missing_results_is_an_error_verdict_not_a_crash(tmp_path, fake, workspace):
+def test_missing_results_is_an_error_verdict_and_a_short_report(tmp_path, fake, workspace):
     env = runner_env(tmp_path, fake, "pull_request", PR_EVENT)
     inputs = ab_inputs(tmp_path, "regressed", results=str(tmp_path / "nope.json"))
     result = Runner(workspace, inputs, env).run()
     assert result.outputs["verdict"] == "error"
     assert result.steps[-1].returncode == 4
-    assert "no verdict" in fake.comments[7][0]["body"]
+    verdict = json.loads((workspace / "gate-out" / "verdict.json").read_text())
+    assert verdict["outcome"] == "error" and verdict["mode"] == "ab"
+    assert verdict["headline"].startswith("ERROR: no verdict (measurement exit 0, compare exit 0)")
+    report = (workspace / "gate-out" / "report.md").read_text()
+    assert report.startswith("### 💥 ERROR: no verdict")
+    assert "No readable results: this report shows the verdict alone" in report
+    body = fake.comments[7][0]["body"]
+    assert "### 💥 ERROR: no verdict" in body and "#### Changes in watched paths" in body
+
+
+def test_unreadable_results_fall_back_to_the_verdict_alone(tmp_path, fake, workspace):
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    env = runner_env(tmp_path, fake, "pull_request", PR_EVENT)
+    result = Runner(workspace, ab_inputs(tmp_path, "regressed", results=str(broken)), env).run()
+    assert result.outputs["verdict"] == "error"
+    assert all(s.returncode == 0 for s in result.steps[:7]), [s.stderr for s in result.steps]
+    assert "verdict alone" in (workspace / "gate-out" / "report.md").read_text()
+    assert "### 💥 ERROR" in fake.comments[7][0]["body"]
+
+
+def test_no_markdown_or_json_is_built_in_shell_or_inline_python():
+    action = yaml.safe_load((ROOT / "action.yml").read_text())
+    for step in action["runs"]["steps"]:
+        script = step.get("run", "")
+        assert "printf" not in script, step["name"]
+        assert not re.search(r"python3?\s+-(c\b|\s|$)", script), step["name"]
+        assert not re.search(r"<<-?\s*['\"]?\w", script), step["name"]  # no heredoc (<<< is ok)
+        assert not re.search(r"^\s*echo\s+['\"][{#*|-]", script, re.M), step["name"]
+
+
+def big_change(repo: Path) -> None:
+    """A PR that also changes every tenth line of a 4,000-line watched file: ~400 hunks, far
+    more than a comment holds."""
+    path = repo / "vllm/v1/sample/huge.py"
+    path.parent.mkdir(parents=True)
+    path.write_text("".join(f"value_{i} = {i}\n" for i in range(4000)))
+    git(repo, "checkout", "-q", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "huge file")
+    git(repo, "update-ref", "refs/remotes/origin/main", "HEAD")
+    git(repo, "checkout", "-q", "pr")
+    git(repo, "rebase", "-q", "main")
+    lines = [f"value_{i} = {i * 2}  # ```` @someone <img src=x>\n" if i % 10 == 0
+             else f"value_{i} = {i}\n" for i in range(4000)]
+    path.write_text("".join(lines))
+    git(repo, "commit", "-q", "-am", "change every tenth line")
+
+
+def test_a_huge_diff_gives_a_comment_within_the_limit_never_cut(tmp_path, fake, workspace):
+    big_change(workspace)
+    env = runner_env(tmp_path, fake, "pull_request", PR_EVENT)
+    result = Runner(workspace, ab_inputs(tmp_path, "regressed"), env).run()
+    assert result.outputs["verdict"] == "fail"
+    hunks = json.loads((workspace / "gate-out" / "hunks.json").read_text())["hunks"]
+    assert len(hunks) > 300
+    (comment,) = fake.comments[7]
+    body = comment["body"]
+    assert len(body) <= 65_536
+    assert f"of {len(hunks)} hunk(s) were left out" in body
+    first_hunk = body.split("#### Changes in watched paths")[1].split("<details")[1]
+    assert "vllm/v1/structured_output/utils.py" in first_hunk  # ranked first
+    assert body.count("<details") == body.count("</details>")
+    assert body.rstrip().endswith("</sub>")  # the footer is there: nothing cut off the end
+    assert "report trimmed" not in body
+    report = (workspace / "gate-out" / "report.md").read_text()
+    assert len(report) <= 65_536 and "were left out" in report
 
 
 def test_interpreter_reads_heredoc_outputs():
     text = "a=1\nb<<ghadelimiter_x\nline1\nline2\nghadelimiter_x\nc=x=y\n"
     assert parse_output_file(text) == {"a": "1", "b": "line1\nline2", "c": "x=y"}
+
+
+def test_verdict_error_command_writes_once_and_exits_4(tmp_path, capsys):
+    from gate.cli import main
+
+    out = tmp_path / "verdict.json"
+    assert main(["verdict", "--error", "head results missing", "--mode", "ab", "--out",
+                 str(out)]) == 4
+    written = json.loads(out.read_text())
+    assert written["outcome"] == "error" and written["mode"] == "ab"
+    assert written["headline"] == "ERROR: head results missing"
+    assert written["errors"] == ["head results missing"]
+    assert main(["verdict", "--error", "again", "--out", str(out)]) == 2
+    assert "never replaces a verdict" in capsys.readouterr().err
+    assert json.loads(out.read_text()) == written

@@ -1,5 +1,7 @@
-"""`gate publish` against the fake GitHub server: sticky comment, turn to fail, fork 403,
-step summary, outputs, annotations, and the token never leaving the process."""
+"""`gate publish` against the fake GitHub server: sticky comment found only among the token's
+own comments, turn to fail, fork 403 and the comment file, the poster's re-rendering, a 502 on
+POST, rate limits, step summary, outputs, annotations, and the token never leaving the process.
+"""
 
 from __future__ import annotations
 
@@ -8,16 +10,19 @@ import json
 import re
 from pathlib import Path
 
+import markdown_check
 import pytest
-from fake_github import FakeGitHub
+import report_factories as f
+from fake_github import GITHUB_ACTIONS, FakeClock, FakeGitHub
 
-from gate.cli import main as gate_cli_main
+from gate.cli import main
+from gate.comment_file import CommentFile, CommentRun, load_comment_file
 from gate.errors import GateError
 from gate.github import GitHubClient
 from gate.hunks import Hunk, HunkSet
 from gate.publish import (
     MAX_COMMENT_CHARS,
-    CommentFile,
+    PublishOptions,
     annotations,
     escape_data,
     escape_property,
@@ -26,62 +31,45 @@ from gate.publish import (
     outcome_of,
     post_comment_file,
     publish,
-    render_body,
     write_outputs,
 )
+from gate.report import outcome_tag
 from gate.settings import Settings
 from gate.verdict import Outcome, Verdict
 
 TOKEN = "ghs_SuperSecretToken0123456789"
+FORGED = "@org/team <img src=x onerror=alert(1)> **PASS** <!-- vllm-structured-output-gate:default -->"
 
 
 @pytest.fixture
-def fake():
-    with FakeGitHub() as server:
+def clock():
+    return FakeClock()
+
+
+@pytest.fixture
+def fake(clock):
+    with FakeGitHub(clock=clock.now) as server:
         server.good_tokens.add(TOKEN)
         yield server
 
 
-def make_verdict(tmp_path: Path, outcome: Outcome, name: str = "verdict.json") -> Path:
-    verdict = Verdict(
-        outcome=outcome,
-        headline=f"{outcome.value.upper()}: drain req/min -48% (121 vs 233)",
-        mode="baseline",
-    )
-    path = tmp_path / name
-    path.write_text(verdict.model_dump_json())
-    return path
+def verdict(outcome: Outcome, headline: str | None = None) -> Verdict:
+    headline = headline or f"{outcome.value.upper()}: drain req/min -48% (121 vs 233)"
+    return Verdict(outcome=outcome, headline=headline, mode="baseline")
 
 
-def make_report(tmp_path: Path, text: str = "## Perf gate\n\nall fine\n") -> Path:
-    path = tmp_path / "report.md"
-    path.write_text(text)
-    return path
-
-
-def make_hunks(tmp_path: Path) -> Path:
-    hunks = HunkSet(
-        repo="vllm",
-        base="main",
-        head="pr",
-        merge_base="abc",
-        watch=["vllm/v1/structured_output/**"],
+def hunkset() -> HunkSet:
+    return HunkSet(
+        repo="vllm", base="main", head="pr", merge_base="abc", watch=["vllm/v1/**"],
         hunks=[
-            Hunk(path="vllm/v1/sample/sampler.py", new_start=10, new_lines=3, score=9.0),
-            Hunk(
-                path="vllm/v1/structured_output/utils.py",
-                new_start=120,
-                new_lines=8,
-                section="def apply_grammar_bitmask(",
-                mechanisms=["pin_memory", "per_step_alloc"],
-                score=5.0,
-            ),
+            Hunk(path="vllm/v1/sample/sampler.py", new_start=10, new_lines=3, score=9.0,
+                 text="+x = 1"),
+            Hunk(path="vllm/v1/structured_output/utils.py", new_start=120, new_lines=8,
+                 section="def apply_grammar_bitmask(", mechanisms=["pin_memory", "per_step_alloc"],
+                 score=5.0, text="+pin_memory=True"),
             Hunk(path="vllm/old.py", change="deleted", old_start=1, old_lines=4, score=99),
         ],
     )
-    path = tmp_path / "hunks.json"
-    path.write_text(hunks.model_dump_json())
-    return path
 
 
 def settings_for(fake: FakeGitHub, tmp_path: Path, token: str | None = TOKEN, **kw) -> Settings:
@@ -99,23 +87,18 @@ def settings_for(fake: FakeGitHub, tmp_path: Path, token: str | None = TOKEN, **
     return Settings.from_env(env).model_copy(update=kw)
 
 
-def fast_client(settings: Settings) -> GitHubClient:
-    return GitHubClient(
-        settings.api_url, settings.repository, settings.github_token, sleep=lambda s: None
-    )
+def factory(clock: FakeClock):
+    def make(settings: Settings) -> GitHubClient:
+        return GitHubClient(settings.api_url, settings.repository, settings.github_token,
+                            sleep=clock.sleep, now=clock.now)
+    return make
 
 
-def run_publish(settings, tmp_path, outcome=Outcome.PASS, hunks=False, report=None):
+def run_publish(settings, clock, outcome=Outcome.PASS, hunks=False, headline=None, **options):
     out, err = io.StringIO(), io.StringIO()
-    code = publish(
-        settings,
-        make_report(tmp_path, report) if report else make_report(tmp_path),
-        make_verdict(tmp_path, outcome),
-        make_hunks(tmp_path) if hunks else None,
-        client_factory=fast_client,
-        out=out,
-        err=err,
-    )
+    run = CommentRun(verdict=verdict(outcome, headline), hunks=hunkset() if hunks else None)
+    code = publish(settings, [run], PublishOptions(**options), client_factory=factory(clock),
+                   out=out, err=err)
     return code, out.getvalue(), err.getvalue()
 
 
@@ -125,74 +108,168 @@ def read_outputs(path: Path) -> dict[str, str]:
     return {m[0]: m[2] for m in re.findall(pattern, text, re.M | re.S)}
 
 
-def test_sticky_comment_created_then_updated_in_place(fake, tmp_path):
+def our_body(outcome: Outcome, marker_id: str = "default", text: str = "old") -> str:
+    return f"{marker(marker_id)}\n{outcome_tag(outcome)}\n{text}\n"
+
+
+def comment_file(tmp_path: Path, runs: list[CommentRun] | None = None, pr: int = 12) -> Path:
+    runs = runs or [CommentRun(verdict=verdict(Outcome.PASS), hunks=hunkset())]
+    path = tmp_path / "gate-comment.json"
+    path.write_text(CommentFile(pr=pr, runs=runs).model_dump_json())
+    return path
+
+
+# -- the sticky comment -------------------------------------------------------------------
+def test_sticky_comment_created_then_updated_in_place(fake, clock, tmp_path):
     s = settings_for(fake, tmp_path)
-    code, _, _ = run_publish(s, tmp_path, Outcome.PASS)
+    code, _, _ = run_publish(s, clock, Outcome.PASS)
     assert code == 0
-    assert len(fake.comments[12]) == 1
-    first = fake.comments[12][0]
-    assert marker("default") in first["body"] and "all fine" in first["body"]
-    code, _, _ = run_publish(s, tmp_path, Outcome.INCONCLUSIVE, report="second report\n")
+    (first,) = fake.comments[12]
+    assert first["body"].startswith(marker("default") + "\n" + outcome_tag(Outcome.PASS))
+    assert first["user"]["login"] == GITHUB_ACTIONS
+    code, _, _ = run_publish(s, clock, Outcome.INCONCLUSIVE, headline="second verdict")
     assert code == 3
-    assert len(fake.comments[12]) == 1
-    assert fake.comments[12][0]["id"] == first["id"]
-    assert "second report" in fake.comments[12][0]["body"]
+    (comment,) = fake.comments[12]
+    assert comment["id"] == first["id"] and "second verdict" in comment["body"]
     assert len(fake.requests_to("PATCH")) == 1
     assert read_outputs(tmp_path / "output.txt")["comment-action"] == "updated"
 
 
-def test_sticky_comment_found_on_page_three(fake, tmp_path):
+def test_sticky_comment_found_on_page_three(fake, clock, tmp_path):
     for i in range(230):
         fake.add_comment(12, f"chatter {i}")
-    ours = fake.add_comment(12, render_body("old", Outcome.PASS, "default"), "gate-bot[bot]")
+    ours = fake.add_comment(12, our_body(Outcome.PASS), GITHUB_ACTIONS)
     fake.add_comment(12, "more chatter")
-    run_publish(settings_for(fake, tmp_path), tmp_path, Outcome.PASS)
+    run_publish(settings_for(fake, tmp_path), clock, Outcome.PASS)
     pages = [r.query.get("page", ["1"])[0] for r in fake.requests_to("GET", "/comments")]
     assert pages == ["1", "2", "3"]
     assert fake.requests_to("PATCH")[0].path.endswith(f"/issues/comments/{ours['id']}")
     assert not fake.requests_to("POST")
 
 
-def test_marker_ids_keep_separate_comments(fake, tmp_path):
-    run_publish(settings_for(fake, tmp_path, marker_id="a100"), tmp_path)
-    run_publish(settings_for(fake, tmp_path, marker_id="h100"), tmp_path)
-    run_publish(settings_for(fake, tmp_path, marker_id="a100"), tmp_path)
+def test_marker_ids_keep_separate_comments(fake, clock, tmp_path):
+    run_publish(settings_for(fake, tmp_path, marker_id="a100"), clock)
+    run_publish(settings_for(fake, tmp_path, marker_id="h100"), clock)
+    run_publish(settings_for(fake, tmp_path, marker_id="a100"), clock)
     assert len(fake.comments[12]) == 2
     assert len(fake.requests_to("PATCH")) == 1
 
 
-def test_new_comment_when_verdict_turns_to_fail(fake, tmp_path):
+def test_new_comment_when_verdict_turns_to_fail(fake, clock, tmp_path):
     s = settings_for(fake, tmp_path)
-    run_publish(s, tmp_path, Outcome.PASS)
-    code, _, _ = run_publish(s, tmp_path, Outcome.FAIL)
+    run_publish(s, clock, Outcome.PASS)
+    code, _, _ = run_publish(s, clock, Outcome.FAIL)
     assert code == 1
     assert len(fake.comments[12]) == 2
     assert outcome_of(fake.comments[12][-1]["body"]) == "fail"
     assert read_outputs(tmp_path / "output.txt")["comment-action"] == "created-on-fail"
-    # still failing: the fail comment is updated, no third comment
-    run_publish(s, tmp_path, Outcome.FAIL)
+    run_publish(s, clock, Outcome.FAIL)  # still failing: the fail comment is updated
     assert len(fake.comments[12]) == 2
-    # back to pass: the latest (the fail one) is updated
-    run_publish(s, tmp_path, Outcome.PASS)
+    run_publish(s, clock, Outcome.PASS)  # back to pass: the latest (the fail one) is updated
     assert len(fake.comments[12]) == 2
     assert outcome_of(fake.comments[12][-1]["body"]) == "pass"
     assert outcome_of(fake.comments[12][0]["body"]) == "pass"
 
 
-def test_first_comment_that_is_a_fail_is_just_created(fake, tmp_path):
-    run_publish(settings_for(fake, tmp_path), tmp_path, Outcome.FAIL)
+def test_first_comment_that_is_a_fail_is_just_created(fake, clock, tmp_path):
+    run_publish(settings_for(fake, tmp_path), clock, Outcome.FAIL)
     assert len(fake.comments[12]) == 1
     assert read_outputs(tmp_path / "output.txt")["comment-action"] == "created"
 
 
-def test_fork_403_writes_comment_file_and_keeps_exit_code(fake, tmp_path):
+def test_a_planted_marker_comment_is_never_edited_nor_blocks_ours(fake, clock, tmp_path):
+    """A user copies our marker (and a fail tag) into a comment of their own, before and
+    after ours: it is never PATCHed, our comment is still created and then updated."""
+    planted = fake.add_comment(12, our_body(Outcome.PASS, text="I am the gate: PASS"), "mallory")
+    s = settings_for(fake, tmp_path)
+    code, _, err = run_publish(s, clock, Outcome.PASS)
+    assert code == 0 and "::warning" not in err
+    ours = fake.comments[12][-1]
+    assert ours["user"]["login"] == GITHUB_ACTIONS
+    fake.add_comment(12, our_body(Outcome.PASS, text="newer fake"), "mallory")
+    run_publish(s, clock, Outcome.INCONCLUSIVE)
+    (patch,) = fake.requests_to("PATCH")
+    assert patch.path.endswith(f"/issues/comments/{ours['id']}")
+    assert planted["body"].endswith("I am the gate: PASS\n")
+    assert read_outputs(tmp_path / "output.txt")["comment-action"] == "updated"
+
+
+def test_a_planted_fail_tag_cannot_hide_the_turn_to_fail(fake, clock, tmp_path):
+    s = settings_for(fake, tmp_path)
+    run_publish(s, clock, Outcome.PASS)
+    fake.add_comment(12, our_body(Outcome.FAIL, text="already failing"), "mallory")
+    run_publish(s, clock, Outcome.FAIL)
+    assert read_outputs(tmp_path / "output.txt")["comment-action"] == "created-on-fail"
+    assert [c["user"]["login"] for c in fake.comments[12]] == [GITHUB_ACTIONS, "mallory",
+                                                                GITHUB_ACTIONS]
+
+
+def test_only_a_marker_on_the_first_line_counts():
+    login = GITHUB_ACTIONS
+    quoted = {"id": 1, "user": {"login": login}, "body": "see\n" + our_body(Outcome.PASS)}
+    other = {"id": 2, "user": {"login": login}, "body": our_body(Outcome.PASS, "default2")}
+    assert find_sticky([quoted, other], "default", login) is None
+    hidden_tag = f"{marker('default')}\nx\n{outcome_tag(Outcome.FAIL)}\n"
+    assert outcome_of(hidden_tag) is None
+
+
+def test_identity_from_get_user_for_a_personal_token(fake, clock, tmp_path):
+    fake.user_tokens["ghp_pat"] = "perf-bot"
+    fake.add_comment(12, our_body(Outcome.PASS), GITHUB_ACTIONS)  # not ours with this token
+    run_publish(settings_for(fake, tmp_path, token="ghp_pat"), clock, Outcome.PASS)
+    assert fake.requests_to("GET", "/user")
+    assert not fake.requests_to("PATCH")
+    assert fake.comments[12][-1]["user"]["login"] == "perf-bot"
+
+
+def test_app_installation_token_needs_bot_login_and_says_so(fake, clock, tmp_path):
+    fake.app_tokens["ghs_app"] = "perf-gate[bot]"
+    s = settings_for(fake, tmp_path, token="ghs_app")
+    _, _, err = run_publish(s, clock, Outcome.PASS)
+    assert "written as perf-gate[bot], not github-actions[bot]" in err
+    assert "pass --bot-login perf-gate[bot]" in err
+    _, _, err = run_publish(s, clock, Outcome.PASS, bot_login="perf-gate[bot]")
+    assert "::warning" not in err
+    assert len(fake.comments[12]) == 1 and len(fake.requests_to("PATCH")) == 1
+
+
+# -- GitHub failing -----------------------------------------------------------------------
+@pytest.mark.parametrize("mode", ["502", "drop"])
+def test_one_502_on_post_never_makes_two_comments(fake, clock, tmp_path, mode):
+    fake.break_next_create(mode)  # GitHub creates the comment, then answers 502 / nothing
+    code, _, err = run_publish(settings_for(fake, tmp_path), clock, Outcome.PASS)
+    assert code == 0
+    assert len(fake.comments[12]) == 1
+    assert len(fake.requests_to("POST")) == 1
+    outputs = read_outputs(tmp_path / "output.txt")
+    assert outputs["comment-action"] == "created"
+    assert outputs["comment-url"].endswith(f"#issuecomment-{fake.comments[12][0]['id']}")
+
+
+def test_a_502_before_anything_landed_posts_once_more(fake, clock, tmp_path):
+    fake.fail_next(502, method="POST")  # refused before creating anything
+    run_publish(settings_for(fake, tmp_path), clock, Outcome.PASS)
+    assert len(fake.comments[12]) == 1
+    assert len(fake.requests_to("POST")) == 2
+
+
+def test_secondary_limit_is_waited_out_not_taken_for_no_permission(fake, clock, tmp_path):
+    fake.secondary_limit()
+    code, _, err = run_publish(settings_for(fake, tmp_path), clock, Outcome.PASS)
+    assert code == 0 and "::notice" not in err
+    assert clock.slept == [60.0]
+    assert len(fake.comments[12]) == 1
+
+
+def test_fork_403_writes_comment_data_and_keeps_exit_code(fake, clock, tmp_path):
     s = settings_for(fake, tmp_path, token="fork-token")
-    code, _, err = run_publish(s, tmp_path, Outcome.FAIL)
+    code, _, err = run_publish(s, clock, Outcome.FAIL, hunks=True)
     assert code == 1
     assert 12 not in fake.comments
-    handover = CommentFile.model_validate_json((tmp_path / "gate-comment.json").read_text())
+    handover = load_comment_file(tmp_path / "gate-comment.json")
     assert handover.pr == 12 and handover.outcome == Outcome.FAIL
-    assert marker("default") in handover.body
+    assert handover.runs[0].hunks == hunkset()
+    assert "body" not in json.loads((tmp_path / "gate-comment.json").read_text())
     assert "no permission" in handover.reason
     assert "::notice" in err
     outputs = read_outputs(tmp_path / "output.txt")
@@ -200,34 +277,51 @@ def test_fork_403_writes_comment_file_and_keeps_exit_code(fake, tmp_path):
     assert outputs["comment-file"] == str(tmp_path / "gate-comment.json")
 
 
-def test_no_pr_number_writes_file(fake, tmp_path):
-    s = settings_for(fake, tmp_path, pr_number=None)
-    code, _, _ = run_publish(s, tmp_path, Outcome.PASS)
+def test_comment_file_leaves_the_request_records_out(fake, clock, tmp_path):
+    head = f.results("head", f.REGRESSED)
+    assert head.model_copy(update={"records": []}) == head  # the factory has none: add one
+    record = {"index": 0, "phase": "drain", "arm": "guided", "concurrency": 1, "send_s": 0.0,
+              "text": "x" * 1000}
+    head = head.model_validate({**head.model_dump(), "records": [record]})
+    s = settings_for(fake, tmp_path, comment=False)
+    publish(s, [CommentRun(verdict=verdict(Outcome.PASS), head=head)],
+            client_factory=factory(clock), out=io.StringIO(), err=io.StringIO())
+    handover = load_comment_file(tmp_path / "gate-comment.json")
+    assert handover.runs[0].head.records == [] and handover.runs[0].head.cells == head.cells
+
+
+def test_no_pr_number_writes_file(fake, clock, tmp_path):
+    code, _, _ = run_publish(settings_for(fake, tmp_path, pr_number=None), clock, Outcome.PASS)
     assert code == 0
     assert json.loads((tmp_path / "gate-comment.json").read_text())["pr"] is None
     assert not fake.requests
 
 
-def test_github_down_writes_file_and_warns(fake, tmp_path):
+def test_github_down_writes_file_and_warns(fake, clock, tmp_path):
     fake.fail_next(503, times=20)
-    code, _, err = run_publish(settings_for(fake, tmp_path), tmp_path, Outcome.ERROR)
+    code, _, err = run_publish(settings_for(fake, tmp_path), clock, Outcome.ERROR)
     assert code == 4
     assert "::warning" in err and "gave up" in err
     assert (tmp_path / "gate-comment.json").exists()
 
 
-def test_step_summary_and_outputs(fake, tmp_path):
+def test_step_summary_and_outputs(fake, clock, tmp_path):
     (tmp_path / "summary.md").write_text("earlier step\n")
-    run_publish(settings_for(fake, tmp_path), tmp_path, Outcome.INCONCLUSIVE)
-    summary = (tmp_path / "summary.md").read_text()
-    assert summary.startswith("earlier step\n## Perf gate")
+    run_publish(settings_for(fake, tmp_path), clock, Outcome.INCONCLUSIVE,
+                summary="## Perf gate\n", outputs={"report-path": "r.md"})
+    assert (tmp_path / "summary.md").read_text() == "earlier step\n## Perf gate\n\n"
     outputs = read_outputs(tmp_path / "output.txt")
     assert outputs["verdict"] == "inconclusive"
     assert outputs["exit-code"] == "3"
     assert outputs["headline"].startswith("INCONCLUSIVE")
-    assert outputs["report-path"] == str(tmp_path / "report.md")
-    assert outputs["verdict-path"] == str(tmp_path / "verdict.json")
+    assert outputs["report-path"] == "r.md"
     assert outputs["comment-url"].startswith("https://github.com/octo/vllm/pull/12#issuecomment-")
+
+
+def test_summary_defaults_to_the_report_without_hidden_tags(fake, clock, tmp_path):
+    run_publish(settings_for(fake, tmp_path), clock, Outcome.PASS)
+    summary = (tmp_path / "summary.md").read_text()
+    assert summary.startswith("### ✅ PASS: drain req/min") and "<!--" not in summary
 
 
 def test_outputs_are_multiline_safe(tmp_path):
@@ -236,8 +330,9 @@ def test_outputs_are_multiline_safe(tmp_path):
     assert read_outputs(path) == {"a": "line1\nline2", "b": "x"}
 
 
-def test_annotations_on_fail_mechanism_first(fake, tmp_path):
-    code, out, _ = run_publish(settings_for(fake, tmp_path), tmp_path, Outcome.FAIL, hunks=True)
+# -- annotations --------------------------------------------------------------------------
+def test_annotations_on_fail_mechanism_first(fake, clock, tmp_path):
+    code, out, _ = run_publish(settings_for(fake, tmp_path), clock, Outcome.FAIL, hunks=True)
     lines = out.splitlines()
     assert len(lines) == 2  # the deleted hunk has no head line
     assert lines[0].startswith(
@@ -248,88 +343,150 @@ def test_annotations_on_fail_mechanism_first(fake, tmp_path):
     assert lines[1].startswith("::warning file=vllm/v1/sample/sampler.py,line=10,endLine=12,")
 
 
-def test_no_annotations_unless_fail(fake, tmp_path):
-    _, out, _ = run_publish(settings_for(fake, tmp_path), tmp_path, Outcome.PASS, hunks=True)
+def test_no_annotations_unless_fail(fake, clock, tmp_path):
+    _, out, _ = run_publish(settings_for(fake, tmp_path), clock, Outcome.PASS, hunks=True)
     assert out == ""
 
 
 def test_annotation_escaping():
     assert escape_data("50%\r\nnext") == "50%25%0D%0Anext"
     assert escape_property("a:b,c%\n") == "a%3Ab%2Cc%25%0A"
-    hunks = HunkSet(
-        repo="r",
-        base="b",
-        head="h",
-        merge_base="m",
-        watch=[],
-        hunks=[Hunk(path="x,y:z.py", new_start=1, new_lines=1, section="::error::injected\n")],
-    )
-    verdict = Verdict(outcome=Outcome.FAIL, headline="FAIL: 100% slower", mode="ab")
-    (line,) = annotations(hunks, verdict, prefix="src/")
+    hunks = HunkSet(repo="r", base="b", head="h", merge_base="m", watch=[], hunks=[
+        Hunk(path="x,y:z.py", new_start=1, new_lines=1, section="::error::injected\n")])
+    v = Verdict(outcome=Outcome.FAIL, headline="FAIL: 100% slower", mode="ab")
+    (line,) = annotations(hunks, v, prefix="src/")
     assert line.startswith("::warning file=src/x%2Cy%3Az.py,line=1,endLine=1,title=")
     message = line.split("::", 2)[2]
     assert "\n" not in line and "100%25 slower" in message
     assert "In: ::error::injected%0A" in message  # data keeps ':' but cannot start a command
 
 
-def test_body_is_trimmed_under_github_limit():
-    report = "```diff\n" + ("+ x = 1\n" * 20_000)
-    body = render_body(report, Outcome.FAIL, "default", "https://github.com/o/r/actions/runs/1")
-    assert len(body) < MAX_COMMENT_CHARS
-    assert body.count("```") % 2 == 0
-    assert "report trimmed" in body
+def test_a_path_with_a_newline_and_error_command_stays_one_annotation():
+    """A watched file named 'evil\\n::error title=Perf gate::PASS.py' prints one ::warning
+    line and no line that starts a workflow command of its own."""
+    path = "vllm/v1/sample/evil\n::error title=Perf gate::PASS\r\n.py"
+    hunks = HunkSet(repo="r", base="b", head="h", merge_base="m", watch=[], hunks=[
+        Hunk(path=path, new_start=3, new_lines=1, section="def f():\n::error::x")])
+    v = Verdict(outcome=Outcome.FAIL, headline="FAIL: x\n::error::headline", mode="ab")
+    lines = "\n".join(annotations(hunks, v)).split("\n")
+    assert len(lines) == 1 and lines[0].startswith("::warning file=")
+    assert "file=vllm/v1/sample/evil%0A%3A%3Aerror title=Perf gate%3A%3APASS%0D%0A.py," in lines[0]
+    assert not any(line.startswith("::error") for line in re.split(r"[\r\n]", lines[0]))
 
 
-def test_find_sticky_matches_the_exact_marker():
-    comments = [{"id": 1, "body": marker("default2")}, {"id": 2, "body": "quote default"}]
-    assert find_sticky(comments, "default") is None
+# -- the poster: re-rendering the comment file --------------------------------------------
+def test_post_comment_file_validates_pr_and_head(fake, clock, tmp_path):
+    fake.pulls[12] = {"number": 12, "head": {"sha": "a" * 40}}
+    s = settings_for(fake, tmp_path)
+    path = comment_file(tmp_path)
+    with pytest.raises(GateError, match="refusing to post"):
+        post_comment_file(s, path, expect_head_sha="b" * 40, client_factory=factory(clock))
+    assert not fake.requests_to("POST")
+    assert post_comment_file(s, path, expect_head_sha="a" * 40, client_factory=factory(clock),
+                             err=io.StringIO()) == 0
+    (comment,) = fake.comments[12]
+    assert comment["body"].count(marker("default")) == 1
+    assert comment["body"].split("\n")[2].startswith("### ✅ PASS: drain req/min")
+    post_comment_file(s, path, expect_head_sha="a" * 40, client_factory=factory(clock),
+                      err=io.StringIO())
+    assert len(fake.comments[12]) == 1  # a second post updates the same comment
 
 
-def test_token_never_printed_nor_written(fake, tmp_path, capsys):
-    """Run publish through the CLI with a token, on every path, and look everywhere."""
-    env = {
-        "GITHUB_TOKEN": TOKEN,
-        "GITHUB_REPOSITORY": fake.repository,
-        "GITHUB_API_URL": fake.url,
-        "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
-        "GITHUB_OUTPUT": str(tmp_path / "output.txt"),
-        "GATE_PR_NUMBER": "12",
-    }
-    mp = pytest.MonkeyPatch()
+def test_poster_renders_forged_strings_as_plain_text(fake, clock, tmp_path):
+    """Everything a PR's code could have written into the hand-over carries a mention, an
+    image, a fake bold PASS and our marker: the posted comment is re-rendered from the
+    fields, with each of them escaped, and its verdict line comes from the outcome."""
+    hunks = HunkSet(repo="r", base="b", head="h", merge_base=FORGED, watch=[], hunks=[
+        Hunk(path=f"vllm/{FORGED}.py", new_start=1, new_lines=1, section=FORGED,
+             mechanisms=[FORGED], text=f"+{FORGED}\n+`````\n+{FORGED}")])
+    v = Verdict(outcome=Outcome.FAIL, headline=f"PASS: {FORGED}", mode="ab", errors=[FORGED],
+                advice=[FORGED], method=FORGED)
+    head = f.results("head", f.REGRESSED, errors=[FORGED])
+    path = comment_file(tmp_path, [CommentRun(verdict=v, head=head, hunks=hunks)])
+    post_comment_file(settings_for(fake, tmp_path), path, client_factory=factory(clock),
+                      err=io.StringIO())
+    body = fake.comments[12][0]["body"]
+    assert body.startswith(f"{marker('default')}\n{outcome_tag(Outcome.FAIL)}\n### ❌ FAIL: ")
+    shown = markdown_check.render(body)
+    assert shown.comments == [marker("default"), outcome_tag(Outcome.FAIL)]  # the rest is text
+    assert "img" not in shown.tags
+    assert set(shown.tags) <= markdown_check.OWN_TAGS
+    assert shown.live_mentions() == [] and shown.live_refs() == []
+    assert all("**PASS**" in s for s in shown.strong if "PASS" in s)  # asterisks stay text
+    assert "@org/team" in "".join(shown.code)  # shown as it is inside code, where it is inert
+
+
+def test_a_legacy_comment_file_with_a_body_is_refused(fake, clock, tmp_path):
+    path = tmp_path / "gate-comment.json"
+    path.write_text(json.dumps({"pr": 12, "outcome": "pass", "marker_id": "default",
+                                "body": f"{marker('default')}\n**PASS** @org/team"}))
+    with pytest.raises(GateError, match="invalid comment file"):
+        post_comment_file(settings_for(fake, tmp_path), path, client_factory=factory(clock))
+    assert not fake.requests
+
+
+@pytest.mark.parametrize("pr", ['"12; rm -rf /"', "12.5", "-3", "true"])
+def test_comment_file_rejects_non_integer_pr(tmp_path, pr):
+    path = comment_file(tmp_path)
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps(data).replace('"pr": 12', f'"pr": {pr}'))
+    with pytest.raises(GateError, match="pr"):
+        load_comment_file(path)
+
+
+def test_comment_file_rejects_bad_marker_and_labels(tmp_path):
+    path = comment_file(tmp_path)
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps({**data, "marker_id": "a -->"}))
+    with pytest.raises(GateError, match="marker_id"):
+        load_comment_file(path)
+    run = data["runs"][0]
+    path.write_text(json.dumps({**data, "runs": [{**run, "label": "a100 <img>"}]}))
+    with pytest.raises(GateError, match="label"):
+        load_comment_file(path)
+    path.write_text(json.dumps({**data, "runs": [run, run]}))
+    with pytest.raises(GateError, match="distinct labels"):
+        load_comment_file(path)
+
+
+def test_rate_limit_past_max_wait_exits_4_from_the_poster(fake, tmp_path, monkeypatch, capsys):
+    """A retry-after longer than --max-wait: exit 4 with the reason, no early retry."""
+    path = comment_file(tmp_path)
+    fake.secondary_limit(retry_after=900)
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    monkeypatch.setenv("GITHUB_REPOSITORY", fake.repository)
+    monkeypatch.setenv("GITHUB_API_URL", fake.url)
+    code = main(["publish", "--post-comment-file", str(path), "--pr", "12", "--max-wait", "60"])
+    assert code == 4
+    err = capsys.readouterr().err
+    assert "gate: error:" in err and "retry-after 900 s" in err and "not retrying early" in err
+    assert len(fake.requests) == 1 and not fake.comments
+
+
+# -- the CLI, the token, the matrix -------------------------------------------------------
+def write_inputs(tmp_path: Path, outcome: Outcome) -> dict[str, Path]:
+    paths = {"verdict": tmp_path / "verdict.json", "hunks": tmp_path / "hunks.json",
+             "head": tmp_path / "results.json"}
+    paths["verdict"].write_text(verdict(outcome).model_dump_json())
+    paths["hunks"].write_text(hunkset().model_dump_json())
+    paths["head"].write_text(f.results_json(f.results("head", f.REGRESSED)))
+    return paths
+
+
+def test_token_never_printed_nor_written(fake, tmp_path, capsys, monkeypatch):
+    env = {"GITHUB_TOKEN": TOKEN, "GITHUB_REPOSITORY": fake.repository,
+           "GITHUB_API_URL": fake.url, "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
+           "GITHUB_OUTPUT": str(tmp_path / "output.txt"), "GATE_PR_NUMBER": "12"}
     for key, value in env.items():
-        mp.setenv(key, value)
-    report, hunks = make_report(tmp_path), make_hunks(tmp_path)
-    try:
-        for outcome in (Outcome.PASS, Outcome.FAIL):
-            verdict = make_verdict(tmp_path, outcome)
-            gate_cli_main(
-                [
-                    "publish",
-                    "--report",
-                    str(report),
-                    "--verdict",
-                    str(verdict),
-                    "--hunks",
-                    str(hunks),
-                    "--comment-file",
-                    str(tmp_path / "c.json"),
-                ]
-            )
-        fake.fail_next(403, times=1, message="Resource not accessible by integration")
-        gate_cli_main(
-            [
-                "publish",
-                "--report",
-                str(report),
-                "--verdict",
-                str(verdict),
-                "--comment-file",
-                str(tmp_path / "c.json"),
-            ]
-        )
-        assert repr(Settings.from_env()).count(TOKEN) == 0
-    finally:
-        mp.undo()
+        monkeypatch.setenv(key, value)
+    for outcome in (Outcome.PASS, Outcome.FAIL):
+        p = write_inputs(tmp_path, outcome)
+        assert main(["publish", "--verdict", str(p["verdict"]), "--head", str(p["head"]),
+                     "--hunks", str(p["hunks"]), "--comment-file", str(tmp_path / "c.json")]
+                    ) == outcome.exit_code
+    fake.fail_next(403, times=1, message="Resource not accessible by integration", method="PATCH")
+    main(["publish", "--verdict", str(p["verdict"]), "--comment-file", str(tmp_path / "c.json")])
+    assert repr(Settings.from_env()).count(TOKEN) == 0
     captured = capsys.readouterr()
     assert TOKEN not in captured.out + captured.err
     assert (tmp_path / "c.json").exists()
@@ -340,54 +497,10 @@ def test_token_never_printed_nor_written(fake, tmp_path, capsys):
     assert any(r.headers.get("authorization") == f"Bearer {TOKEN}" for r in fake.requests)
 
 
-def test_post_comment_file_validates_pr_and_head(fake, tmp_path):
-    fake.pulls[12] = {"number": 12, "head": {"sha": "a" * 40}}
-    s = settings_for(fake, tmp_path)
-    handover = CommentFile(
-        pr=12,
-        marker_id="default",
-        outcome=Outcome.PASS,
-        body=render_body("from the artifact", Outcome.PASS, "default"),
-    )
-    path = tmp_path / "gate-comment.json"
-    path.write_text(handover.model_dump_json())
-    with pytest.raises(GateError, match="refusing to post"):
-        post_comment_file(s, path, expect_head_sha="b" * 40, client_factory=fast_client)
-    assert not fake.requests_to("POST")
-    assert post_comment_file(s, path, expect_head_sha="a" * 40, client_factory=fast_client) == 0
-    (comment,) = fake.comments[12]
-    assert comment["body"].count(marker("default")) == 1
-    assert "from the artifact" in comment["body"]
-    # a second post updates the same comment
-    post_comment_file(s, path, expect_head_sha="a" * 40, client_factory=fast_client)
-    assert len(fake.comments[12]) == 1
-
-
-@pytest.mark.parametrize(
-    "pr, message",
-    [('"12; rm -rf /"', "pr"), ("12.5", "pr"), ("-3", "pr"), ("true", "pr")],
-)
-def test_comment_file_rejects_non_integer_pr(tmp_path, pr, message):
-    path = tmp_path / "c.json"
-    path.write_text(f'{{"pr": {pr}, "outcome": "pass", "body": "x"}}')
-    from gate.publish import load_comment_file
-
-    with pytest.raises(GateError, match=message):
-        load_comment_file(path)
-
-
-def test_comment_file_rejects_bad_marker(tmp_path):
-    path = tmp_path / "c.json"
-    path.write_text('{"pr": 1, "outcome": "pass", "body": "x", "marker_id": "a -->"}')
-    from gate.publish import load_comment_file
-
-    with pytest.raises(GateError, match="marker_id"):
-        load_comment_file(path)
-
-
-def test_publish_cli_requires_report_and_verdict(tmp_path, monkeypatch, capsys):
-    assert gate_cli_main(["publish"]) == 2
-    assert "--report and --verdict" in capsys.readouterr().err
+def test_publish_cli_needs_one_kind_of_input(tmp_path, capsys):
+    assert main(["publish"]) == 2
+    assert "needs --verdict (one run) or --combine" in capsys.readouterr().err
+    assert main(["publish", "--max-wait", "-1", "--verdict", "v.json"]) == 2
 
 
 def test_settings_read_pr_from_events(tmp_path):
@@ -410,29 +523,40 @@ def test_settings_read_pr_from_events(tmp_path):
         Settings.from_env({"GATE_PR_NUMBER": "1 && echo"})
 
 
-def test_matrix_reports_merge_under_one_marker(fake, tmp_path):
-    paths = []
+def big_hunks(n: int, lines: int = 60) -> HunkSet:
+    return f.hunkset([f.hunk(f"vllm/v1/sample/m{i}.py",
+                             "\n".join(f"+line {j} of {i}" for j in range(lines)))
+                      for i in range(n)])
+
+
+def test_matrix_runs_merge_under_one_marker_within_the_limit(fake, clock, tmp_path, monkeypatch):
+    """Each runner's comment file (as the action writes it) combined into one comment: the
+    worst verdict first, each runner's report under its label, fitted by whole hunks."""
+    files = []
     for runner, outcome in (("a100", Outcome.PASS), ("h100", Outcome.FAIL)):
         folder = tmp_path / f"perf-gate-results-{runner}"
         folder.mkdir()
-        (folder / "report.md").write_text(f"report of {runner}\n" + "x" * 60_000)
-        paths.append((folder / "report.md", make_verdict(folder, outcome)))
-    s = settings_for(fake, tmp_path, marker_id="matrix")
-    code = publish(
-        s,
-        [p[0] for p in paths],
-        [p[1] for p in paths],
-        labels=["a100", "h100"],
-        client_factory=fast_client,
-        out=io.StringIO(),
-        err=io.StringIO(),
-    )
+        run = CommentRun(verdict=f.verdict(outcome, headline=f"report of {runner}"),
+                         head=f.results("head", f.REGRESSED), hunks=big_hunks(300))
+        files.append(comment_file(folder, [run]))
+    for key, value in {"GITHUB_TOKEN": TOKEN, "GITHUB_REPOSITORY": fake.repository,
+                       "GITHUB_API_URL": fake.url, "GATE_PR_NUMBER": "12"}.items():
+        monkeypatch.setenv(key, value)
+    code = main(["publish", "--marker-id", "matrix", "--combine", str(files[0]), "--combine",
+                 str(files[1]), "--label", "a100", "--label", "h100"])
     assert code == 1
     (comment,) = fake.comments[12]
     body = comment["body"]
-    assert len(body) < MAX_COMMENT_CHARS
-    assert marker("matrix") in body and outcome_of(body) == "fail"
-    first_line = body.split("-->\n")[2].splitlines()[0]
-    assert first_line.startswith("**FAIL") and "worst of 2: h100" in first_line
+    assert len(body) <= MAX_COMMENT_CHARS
+    assert body.startswith(f"{marker('matrix')}\n{outcome_tag(Outcome.FAIL)}\n")
+    assert body.split("\n")[2].startswith("### ❌ FAIL: report of h100 (worst of 2: h100)")
     assert "### a100" in body and "### h100" in body
-    assert "report of a100" in body and "report of h100" in body
+    assert body.count("of 300 hunk(s) were left out") == 2  # each runner got its share
+    assert "m0.py" in body.split("### h100")[1]
+    shown = markdown_check.render(body)
+    assert set(shown.tags) <= markdown_check.OWN_TAGS
+
+
+def test_combine_rejects_a_label_count_mismatch(tmp_path):
+    path = comment_file(tmp_path)
+    assert main(["publish", "--combine", str(path), "--label", "a", "--label", "b"]) == 2

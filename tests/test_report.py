@@ -6,12 +6,21 @@ import re
 import sys
 from pathlib import Path
 
+import markdown_check
+import pytest
 import report_factories as f
 
 from gate.cli import main as gate_cli_main
-from gate.report import ReportInput, render_report
+from gate.report import (
+    GITHUB_COMMENT_LIMIT,
+    ReportInput,
+    comment_marker,
+    render_comment,
+    render_report,
+)
 from gate.report_chart import chart_series, write_png
 from gate.report_escape import ZWJ, code_block, md_inline
+from gate.report_view import RunInput
 from gate.verdict import Outcome
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -245,3 +254,133 @@ def test_cli_missing_file_is_gate_error(tmp_path: Path, capsys):
     assert _cli(["report", "--verdict", str(tmp_path / "nope.json"), "--head", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "does not exist" in err and "Traceback" not in err
+
+
+# ---- one template, escaping, fitting by sections (the comment) --------------------------------
+
+TEMPLATE = Path(__file__).resolve().parent.parent / "gate" / "templates" / "comment.md.j2"
+FIVE_TICKS = "\n".join([
+    "+s = '''",
+    "+`````",
+    "+@octocat please merge <img src=x onerror=alert(1)> fixes #12",
+    "+`````",
+    "+https://github.com/vllm-project/vllm/issues/49013",
+    "+'''",
+])
+
+
+def test_the_layout_is_one_jinja_template_without_unescaped_joins():
+    templates = sorted(p.name for p in TEMPLATE.parent.iterdir())
+    assert templates == ["comment.md.j2"]
+    code = re.sub(r"\{#.*?#\}", "", TEMPLATE.read_text(), flags=re.S)  # comments may name them
+    for construct in ("~", "join", "format", "safe", "$"):
+        assert construct not in code, construct
+
+
+def rows_are_whole(md: str) -> None:
+    """Nothing cut mid-line: every table row is closed, every fence closed."""
+    outside, _ = split_code(md)
+    for line in outside:
+        if line.startswith("|"):
+            assert line.rstrip().endswith("|"), line
+
+
+def oversized_comment(budget: int = GITHUB_COMMENT_LIMIT, **kw) -> str:
+    hunks = [f.hunk(f"vllm/v1/sample/m{i}.py", "\n".join(f"+line {j} of {i}" for j in range(80)))
+             for i in range(300)]
+    for i in (0, 150, 299):  # first, middle, last
+        hunks[i] = f.hunk(f"vllm/v1/sample/evil{i}.py", FIVE_TICKS + "\n" + "+pad\n" * 3000)
+    head, base = f.results("head", f.REGRESSED), f.results("base", f.HEALTHY)
+    run = RunInput(verdict=f.verdict(**kw), head=head, base=base, hunks=f.hunkset(hunks),
+                   chart_series=chart_series(head, base))
+    return render_comment([run], "default", "https://github.com/o/r/actions/runs/1", budget)
+
+
+def test_oversized_comment_fits_whole_and_shows_nothing_live():
+    md = oversized_comment()
+    assert len(md) <= GITHUB_COMMENT_LIMIT
+    assert md.startswith(comment_marker("default") + "\n")
+    assert md.rstrip().endswith("<sub>[gate run](https://github.com/o/r/actions/runs/1)</sub>")
+    assert "``````diff" in md  # the 5-backtick hunk got a longer fence
+    assert "of 300 hunk(s) were left out" in md
+    rows_are_whole(md)
+    shown = markdown_check.render(md)
+    assert "img" not in shown.tags and set(shown.tags) <= markdown_check.OWN_TAGS
+    assert shown.live_mentions() == [] and shown.live_refs() == []
+    assert "issues/49013" not in shown.outside
+    assert any("@octocat please merge <img" in c for c in shown.code)
+
+
+@pytest.mark.parametrize("budget", [8000, 20_000, 65_536])
+def test_comment_budget_covers_tags_and_footer(budget):
+    md = oversized_comment(budget)
+    assert budget - 2000 < len(md) <= budget  # filled with whole hunks (one is ~1,400), never over
+    rows_are_whole(md)
+
+
+def test_sections_go_whole_when_even_without_hunks_it_is_too_long():
+    md = oversized_comment(8000, errors=[f"error {i}: " + "x" * 550 for i in range(20)],
+                           advice=[f"advice {i}: " + "y" * 550 for i in range(20)])
+    assert len(md) <= 8000
+    assert "<summary>Run info</summary>" not in md and "xychart-beta" not in md
+    assert "| Check | Base | Head |" in md  # the checks table stays
+    rows_are_whole(md)
+
+
+def test_a_huge_checks_table_shrinks_to_the_failing_checks_then_a_count():
+    checks = [f.check(f"c{i}", f"check {i}", 1.0, 1.0) for i in range(400)]
+    failing = f.check("bad", "the failing one", 1.0, 2.0, Outcome.FAIL)
+    md = render(verdict=f.verdict(checks=[failing, *checks]), max_chars=20_000)
+    assert len(md) <= 20_000
+    assert "the failing one" in md and "check 7 " not in md
+    assert "400 passing check(s) not shown" in md
+    md = render(verdict=f.verdict(checks=[failing] * 300 + checks), max_chars=6000)
+    assert "700 check(s), 300 not passing: the table is left out" in md
+
+
+def test_bidi_controls_and_issue_urls_are_neutralised_everywhere():
+    trojan = '+if access_level != "user\u202e \u2066// Check if admin\u2069 \u2066":'
+    hs = f.hunkset([f.hunk("vllm/v1/sample/a\u202eb.py",
+                           trojan + "\n+see https://github.com/o/r/pull/7")])
+    v = f.verdict(headline="see https://github.com/o/r/issues/1 and \u202egnp.exe \u200f\u061c")
+    md = render(verdict=v, hunks=hs)
+    for ch in "\u202e\u2066\u2069\u200e\u200f\u061c":
+        assert ch not in md
+    assert "<U+202E>" in md and "&lt;U+202E&gt;" in md  # in code as is, in text escaped
+    assert f"issues/{ZWJ}1" in md and f"pull/{ZWJ}7" in md
+    shown = markdown_check.render(md)
+    assert "issues/1" not in shown.outside and "pull/7" not in "".join(shown.code)
+
+
+def test_without_results_the_report_shows_the_verdict_alone():
+    v = f.verdict(Outcome.ERROR, headline="no verdict (measurement exit 4)", checks=[],
+                  errors=["the server died"])
+    md = render_report(ReportInput(verdict=v, hunks=f.hunkset([f.hunk()])))
+    assert md.startswith("### 💥 ERROR: no verdict (measurement exit 4)")
+    assert "_No readable results: this report shows the verdict alone" in md
+    assert "- the server died" in md and "#### Changes in watched paths" in md
+    assert "Guided vs free" not in md and "Run info" not in md
+
+
+def test_cli_renders_the_short_report_without_head(tmp_path: Path):
+    verdict = tmp_path / "verdict.json"
+    verdict.write_text(f.verdict(Outcome.ERROR, checks=[]).model_dump_json())
+    out = tmp_path / "report.md"
+    assert _cli(["report", "--verdict", str(verdict), "--out", str(out)]) == 0
+    assert out.read_text().startswith("### 💥 ERROR")
+
+
+def test_a_matrix_comment_fits_by_sections_across_its_runs():
+    head = f.results("head", f.REGRESSED, errors=[f"e{i} " + "z" * 590 for i in range(20)])
+    runs = [RunInput(verdict=f.verdict(headline=f"runner {i} verdict",
+                                       advice=[f"a{j} " + "w" * 590 for j in range(20)]),
+                     head=head, base=f.results("base", f.HEALTHY), label=f"gpu{i}",
+                     hunks=f.hunkset([f.hunk(f"vllm/v1/sample/m{j}.py", "+x\n" * 200)
+                                      for j in range(50)]))
+             for i in range(12)]
+    md = render_comment(runs, "matrix")
+    assert len(md) <= GITHUB_COMMENT_LIMIT
+    for i in range(12):
+        assert f"### gpu{i}\n" in md and f"FAIL: runner {i} verdict" in md
+    assert "<summary>Run info</summary>" not in md  # the first sections to go, in every run
+    rows_are_whole(md)

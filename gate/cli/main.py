@@ -20,6 +20,7 @@ from gate.cli import (
     run,
     tiny_model,
     trust,
+    verdict,
 )
 from gate.cli.common import Terminated, sigterm_unwinds
 from gate.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_TERMINATED, GateError
@@ -28,7 +29,7 @@ from gate.settings import Settings
 
 # Every subcommand, in the order `gate --help` lists them.
 COMMANDS = (
-    run, ab, compare, baseline, hunks, report, publish, trust, install_vllm, tiny_model, export,
+    run, ab, compare, verdict, baseline, hunks, report, publish, trust, install_vllm, tiny_model, export,
     fingerprint,
 )
 

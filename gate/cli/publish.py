@@ -1,61 +1,62 @@
 """`gate publish`: sticky PR comment, job summary, outputs and annotations for a verdict;
-or, with --post-comment-file, the comment-poster workflow's posting of a comment file."""
+with --combine, one comment for a matrix's runners; with --post-comment-file, the
+comment-poster workflow's posting of a comment file."""
 
 from __future__ import annotations
 
 import argparse
+from functools import partial
 from pathlib import Path
 
+from gate.comment_file import CommentRun, combine
 from gate.errors import GateError
-from gate.publish import post_comment_file, publish
+from gate.github import DEFAULT_MAX_WAIT_S
+from gate.hunks import load_hunks
+from gate.publish import PublishOptions, default_client, post_comment_file, publish
+from gate.results import load_results
 from gate.settings import Settings, check_marker_id
+from gate.verdict import load_verdict
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
         "publish",
-        help="post the report as a sticky PR comment, job summary, outputs and annotations",
+        help="post the sticky PR comment, job summary, outputs and annotations",
         description=(
-            "Publish a verdict on GitHub. Reads GITHUB_* from the environment. Exits with the "
-            "verdict's exit code whether or not the comment could be posted; without permission "
-            "to comment the body goes to --comment-file for the comment-poster workflow."
+            "Publish a verdict on GitHub. Reads GITHUB_* from the environment. The comment is "
+            "rendered from --verdict/--head/--base/--hunks (or the --combine files) like `gate "
+            "report`. Exits with the verdict's exit code whether or not the comment could be "
+            "posted; without permission to comment, the comment's data go to --comment-file "
+            "for the comment-poster workflow."
         ),
     )
-    p.add_argument(
-        "--report",
-        type=Path,
-        action="append",
-        help="report.md from `gate report`; repeat (with --verdict) to merge a matrix's runners",
-    )
-    p.add_argument(
-        "--verdict", type=Path, action="append", help="verdict.json from `gate compare`/`gate ab`"
-    )
-    p.add_argument(
-        "--label",
-        action="append",
-        help="with several reports: each one's heading (default: folder)",
-    )
-    p.add_argument("--hunks", type=Path, help="hunks.json: annotate its top hunks on a fail")
-    p.add_argument(
-        "--comment",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="post/update the sticky PR comment (default: on, or GATE_COMMENT)",
-    )
-    p.add_argument("--comment-file", type=Path, help="where the comment goes when not posted")
+    p.add_argument("--verdict", type=Path, help="verdict.json from `gate compare`/`gate ab`")
+    p.add_argument("--head", type=Path, help="the head build's results.json (if there is one)")
+    p.add_argument("--base", type=Path, help="the base build's results.json (A/B)")
+    p.add_argument("--hunks", type=Path, help="hunks.json: shown, and annotated on a fail")
+    p.add_argument("--report", type=Path, help="report.md for the job summary (default: the "
+                   "comment's report)")
+    p.add_argument("--combine", type=Path, action="append", metavar="COMMENT_FILE",
+                   help="a runner's gate-comment.json; repeat to merge a matrix into one comment")
+    p.add_argument("--label", action="append",
+                   help="with --combine: each runner's heading (default: the file's folder)")
+    p.add_argument("--comment", action=argparse.BooleanOptionalAction, default=None,
+                   help="post/update the sticky PR comment (default: on, or GATE_COMMENT)")
+    p.add_argument("--comment-file", type=Path, help="where the comment's data go when not posted")
     p.add_argument("--marker-id", help="sticky comment id, one per matrix aggregation (default)")
     p.add_argument("--pr", type=int, help="PR number (default: from the event payload)")
     p.add_argument("--path-prefix", help="prefix for hunk paths in annotations (vLLM checkout dir)")
-    p.add_argument(
-        "--post-comment-file",
-        type=Path,
-        metavar="FILE",
-        help="post a comment file written by a measuring run (the comment-poster workflow)",
-    )
-    p.add_argument(
-        "--expect-head-sha",
-        help="with --post-comment-file: refuse unless the PR's head commit is this one",
-    )
+    p.add_argument("--post-comment-file", type=Path, metavar="FILE",
+                   help="render and post a comment file written by a measuring run (the "
+                   "comment-poster workflow)")
+    p.add_argument("--expect-head-sha",
+                   help="with --post-comment-file: refuse unless the PR's head commit is this one")
+    p.add_argument("--bot-login", help="the login the token comments as, when GET /user cannot "
+                   "say (a GitHub App's installation token: APP-SLUG[bot]); default: GET /user, "
+                   "else github-actions[bot]")
+    p.add_argument("--max-wait", type=float, default=DEFAULT_MAX_WAIT_S, metavar="SECONDS",
+                   help="longest total wait for GitHub's rate limits; a longer required wait "
+                   f"fails with exit 4 (default {DEFAULT_MAX_WAIT_S:.0f})")
     p.set_defaults(handler=handle)
 
 
@@ -76,12 +77,39 @@ def settings_from_args(args: argparse.Namespace, settings: Settings) -> Settings
     return settings.model_copy(update=changes)
 
 
+def single_run(args: argparse.Namespace) -> CommentRun:
+    if args.base and not args.head:
+        raise GateError("--base needs --head")
+    return CommentRun(
+        verdict=load_verdict(args.verdict),
+        head=load_results(args.head) if args.head else None,
+        base=load_results(args.base) if args.base else None,
+        hunks=load_hunks(args.hunks) if args.hunks else None,
+    )
+
+
+def read_report(path: Path | None) -> str | None:
+    if path is None:
+        return None
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise GateError(f"cannot read report {path}: {exc.strerror}") from None
+
+
 def handle(args: argparse.Namespace, settings: Settings) -> int:
+    if args.max_wait < 0:
+        raise GateError("--max-wait must be 0 or more seconds")
     settings = settings_from_args(args, settings)
+    factory = partial(default_client, max_wait_s=args.max_wait)
     if args.post_comment_file is not None:
-        return post_comment_file(
-            settings, args.post_comment_file, pr=args.pr, expect_head_sha=args.expect_head_sha
-        )
-    if args.report is None or args.verdict is None:
-        raise GateError("gate publish needs --report and --verdict (or --post-comment-file)")
-    return publish(settings, args.report, args.verdict, args.hunks, labels=args.label)
+        return post_comment_file(settings, args.post_comment_file, pr=args.pr,
+                                 expect_head_sha=args.expect_head_sha, bot_login=args.bot_login,
+                                 client_factory=factory)
+    if (args.verdict is None) == (args.combine is None):
+        raise GateError("gate publish needs --verdict (one run) or --combine (a matrix), "
+                        "or --post-comment-file")
+    runs = combine(args.combine, args.label) if args.combine else [single_run(args)]
+    outputs = {"verdict-path": str(args.verdict or ""), "report-path": str(args.report or "")}
+    options = PublishOptions(read_report(args.report), args.bot_login, outputs)
+    return publish(settings, runs, options, client_factory=factory)

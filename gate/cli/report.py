@@ -23,11 +23,13 @@ def add_parser(sub) -> None:
         "report",
         help="render the markdown report (PR comment / job summary)",
         description="Render verdict.json and results into one markdown document: verdict, "
-        "checks, guided/free table, chart, warnings, run info, watched diff hunks. Capped "
-        "to --max-chars by trimming hunks only.",
+        "checks, guided/free table, chart, warnings, run info, watched diff hunks. Fitted "
+        "to --max-chars by leaving out whole hunks, then whole sections. Without --head (the "
+        "measurement left no results) a short report of the verdict alone.",
     )
     p.add_argument("--verdict", required=True, type=Path, help="verdict.json from gate compare")
-    p.add_argument("--head", required=True, type=Path, help="the head build's results.json")
+    p.add_argument("--head", type=Path,
+                   help="the head build's results.json (omit when the measurement left none)")
     p.add_argument("--base", type=Path, help="the base build's results.json (A/B)")
     p.add_argument("--hunks", type=Path, help="hunks.json from gate hunks")
     p.add_argument("--out", type=Path, help="write the markdown here (default: stdout)")
@@ -41,15 +43,17 @@ def add_parser(sub) -> None:
 def handle(args: argparse.Namespace, settings: Settings) -> int:
     if args.max_chars < MIN_CHARS:
         raise GateError(f"--max-chars must be at least {MIN_CHARS}")
-    head = load_results(args.head)
+    if args.base and not args.head:
+        raise GateError("--base needs --head")
+    head = load_results(args.head) if args.head else None
     base = load_results(args.base) if args.base else None
-    series = chart_series(head, base)
-    note = write_png(args.chart, series) if args.chart else None
+    series = chart_series(head, base) if head is not None else {}
+    note = write_png(args.chart, series) if args.chart and head is not None else None
     ri = ReportInput(
         verdict=load_verdict(args.verdict), head=head, base=base,
         hunks=load_hunks(args.hunks) if args.hunks else None,
         title=args.title, max_chars=args.max_chars, chart_series=series,
-        chart_name=args.chart.name if args.chart else None, chart_note=note,
+        chart_name=args.chart.name if args.chart and head is not None else None, chart_note=note,
     )
     text = render_report(ri)
     if args.out:
