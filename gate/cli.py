@@ -18,6 +18,7 @@ COMMAND_MODULES = (
     "gate.tiny_model",
     "gate.export",
     "gate.fingerprint_cli",
+    "gate.doctor_cli",
     "gate.publish_cli",
     "gate.install_vllm",
     "gate.compare_cli",
