@@ -11,6 +11,7 @@ from gate.cli import (
     ab,
     baseline,
     compare,
+    doctor,
     export,
     fingerprint,
     hunks,
@@ -29,7 +30,7 @@ from gate.settings import Settings
 
 # Every subcommand, in the order `gate --help` lists them.
 COMMANDS = (
-    run, ab, compare, verdict, baseline, hunks, report, publish, trust, install_vllm, tiny_model, export,
+    doctor, run, ab, compare, verdict, baseline, hunks, report, publish, trust, install_vllm, tiny_model, export,
     fingerprint,
 )
 
