@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gate import run
+from gate.doctor import DoctorReport
 from gate.errors import GateError, MeasurementError
 from gate.fingerprint import Fingerprint
 from gate.plan import Plan
@@ -85,11 +86,15 @@ def _merge_sessions(sessions: list[BuildSession]) -> BuildSession | None:
     first = sessions[0]
     merged = BuildSession(first.plan, first.label, first.base_url, first.model_name,
                           first.progress)
+    findings = {}
     for s in sessions:
         merged.records += s.records
         merged.cells += s.cells
+        for f in s.doctor.findings if s.doctor else []:
+            findings.setdefault((f.id, f.title), f)
         for k, v in s.timings.items():
             merged.timings[k] = merged.timings.get(k, 0.0) + v
+    merged.doctor = DoctorReport(findings=list(findings.values()))
     return merged
 
 

@@ -50,9 +50,11 @@ class Response:
         return [b - a for a, b in zip(t, t[1:], strict=False)]
 
     @property
-    def chunks(self) -> int:
-        """Streamed chunks that carried output text."""
-        return len(self.chunk_times)
+    def deliveries(self) -> int:
+        """Separate arrivals of output text: reads of the stream that carried at least one
+        content chunk. A healthy stream delivers about one per token (per engine step); a
+        held-back one delivers all its chunks in one or a few reads."""
+        return len(set(self.chunk_times))
 
 
 def _parse_event(payload: bytes, resp: Response, now: float, parts: list[str]) -> bool:

@@ -30,7 +30,7 @@ from gate.fingerprint import warnings_for
 from gate.noise import Noise, Prior, prior_for
 from gate.results import Results
 from gate.thresholds import Thresholds
-from gate.validity import ab_errors, integrity_errors, validity_checks
+from gate.validity import ab_errors, integrity_errors, runner_findings, validity_checks
 from gate.verdict import Check, Outcome, Verdict, worst
 
 
@@ -204,6 +204,11 @@ def compare_results(
     warnings = warnings_for(head.fingerprint)
     if base is not None:
         warnings += [f"base: {w}" for w in warnings_for(base.fingerprint)]
+    for who, res in (("head", head), ("base", base)):
+        if res is not None:
+            doctor_errors, doctor_warnings = runner_findings(res, who)
+            errors += doctor_errors
+            warnings += doctor_warnings
     verdict = Verdict(
         outcome=Outcome.ERROR if errors else worst([c.outcome for c in checks + validity]),
         headline="", mode=mode, head_results=head_path, base_results=base_path,

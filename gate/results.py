@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
 from gate import __version__
+from gate.doctor import DoctorReport
 from gate.errors import GateError
 from gate.files import load_json_model, write_atomic
 from gate.fingerprint import Fingerprint
@@ -80,7 +81,9 @@ class RequestRecord(_Keyed):
     send_s: float
     ttft_s: float | None = None
     itl_s: list[float] = Field(default_factory=list, description="every gap between chunks")
-    chunks: int | None = Field(None, description="streamed chunks that carried output text")
+    deliveries: int | None = Field(
+        None, description="separate arrivals of output text (stream reads that carried a "
+        "content chunk); far fewer than the tokens means the stream was held back")
     e2el_s: float | None = None
     output_tokens: int | None = Field(None, description="from the usage block")
     prompt_tokens: int | None = None
@@ -200,6 +203,8 @@ class Results(BaseModel):
         None, description="gate ab: the most rounds its sequential test planned (its looks); "
         "compare replays the looks round by round. None: the repeats are judged together",
     )
+    doctor: DoctorReport | None = Field(
+        None, description="the runner doctor's findings on the serving processes")
     cells: list[CellSummary] = Field(default_factory=list)
     ratios: list[LevelRatio] = Field(default_factory=list)
     records: list[RequestRecord] = Field(default_factory=list)

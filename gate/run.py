@@ -82,6 +82,7 @@ def assemble(plan: Plan, label: str, fp: Fingerprint, info: ServerInfo,
         plan=plan, plan_hash=plan.measurement_hash(), fingerprint=fp, server=info,
         status="error" if errors else "complete", errors=errors, timings_s=all_timings,
         cells=cells, ratios=metrics.level_ratios(cells), records=records,
+        doctor=session.doctor if session else None,
     )
 
 

@@ -22,9 +22,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gate import client, integrity, metrics, tiny_model, workload
+from gate import client, doctor, integrity, metrics, tiny_model, workload
 from gate.client import Request, Response, Window
-from gate.errors import MeasurementError
+from gate.doctor import DoctorReport, Finding, Severity
+from gate.errors import GateError, MeasurementError
 from gate.plan import Plan
 from gate.progress import Progress
 from gate.results import CellKey, CellSummary, RequestRecord, ServerInfo
@@ -72,7 +73,7 @@ def to_record(resp: Response, key: CellKey, schema: dict | None, t0: float) -> R
     rec = RequestRecord(
         index=resp.index, phase=key.phase, arm=key.arm, concurrency=key.concurrency,
         repeat=key.repeat, send_s=resp.send - t0, ttft_s=resp.ttft, itl_s=resp.itl,
-        chunks=resp.chunks, e2el_s=(resp.end - resp.send) if resp.end is not None else None,
+        deliveries=resp.deliveries, e2el_s=(resp.end - resp.send) if resp.end is not None else None,
         output_tokens=resp.output_tokens, prompt_tokens=resp.prompt_tokens,
         finish_reason=resp.finish_reason, http_status=resp.status, error=resp.error,
         text=resp.text,
@@ -127,6 +128,7 @@ class BuildSession:
     next_index: int = 0
     free_max_tokens: int | None = None
     prompts: list[str] = field(default_factory=list)
+    doctor: DoctorReport | None = None  # the serving processes as the runner doctor saw them
 
     def __post_init__(self) -> None:
         self.prompts = workload.prompts(self.plan.workload)
@@ -301,11 +303,29 @@ def open_session(plan: Plan, launch: Launch, info: ServerInfo, progress: Progres
         session = BuildSession(plan, launch.label, server.base_url,
                                plan.server.served_model_name, progress, server.death, timings)
         session.warm_up()
+        with timed(timings, "doctor_s"):
+            session.doctor = check_runner(server, launch, progress)
         yield session
     finally:
         with timed(timings, "shutdown_s"):
             info.exit_code = server.stop()
         progress(f"{launch.label}: server stopped")
+
+
+def check_runner(server: VllmServer, launch: Launch, progress: Progress) -> DoctorReport:
+    """The runner doctor on the warmed-up server's processes: what CPUs and threads they
+    really use (a finding that invalidates the measurement makes the verdict an error)."""
+    try:
+        report = doctor.collect(model_dir=launch.cache_dir, server_pid=server.proc.pid,
+                                server_log=server.log_path, env=server.env, sample_s=0.0,
+                                probe_torch=False)
+    except GateError as exc:
+        return DoctorReport(findings=[Finding(
+            id="doctor.failed", severity=Severity.warning, title="the runner doctor could not "
+            "read the server's processes", detail=str(exc), fix="")])
+    for finding in report.invalidating:
+        progress(f"{launch.label}: runner doctor: {finding.title}; fix: {finding.fix}")
+    return report
 
 
 def _model_folder(plan: Plan, launch: Launch, progress: Progress) -> str:

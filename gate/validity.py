@@ -112,3 +112,15 @@ def plan_differences(a: dict, b: dict, prefix: str = "", limit: int = 6) -> list
 
 # ---------------------------------------------------------------- the verdict
 
+
+
+def runner_findings(results: Results, who: str) -> tuple[list[str], list[str]]:
+    """(errors, warnings) from the runner doctor's look at the serving processes: a finding
+    that invalidates the measurement (torch threads beyond the CPUs it may use, another
+    process on the GPU) makes the verdict an error that says what to fix."""
+    if results.doctor is None:
+        return [], []
+    errors = [f"{who} runner: {f.title}; fix: {f.fix}" for f in results.doctor.invalidating]
+    warnings = [f"{who} runner: {f.title}" + (f"; fix: {f.fix}" if f.fix else "")
+                for f in results.doctor.findings if f.severity.value == "warning"]
+    return errors, warnings
