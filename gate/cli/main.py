@@ -10,6 +10,7 @@ from gate import __version__
 from gate.cli import (
     ab,
     baseline,
+    calibrate,
     compare,
     doctor,
     export,
@@ -30,7 +31,7 @@ from gate.settings import Settings
 
 # Every subcommand, in the order `gate --help` lists them.
 COMMANDS = (
-    doctor, run, ab, compare, verdict, baseline, hunks, report, publish, trust, install_vllm, tiny_model, export,
+    doctor, run, ab, calibrate, compare, verdict, baseline, hunks, report, publish, trust, install_vllm, tiny_model, export,
     fingerprint,
 )
 

@@ -1,0 +1,84 @@
+"""`gate calibrate`: measure this runner's noise and store it as a noise profile.
+
+It runs A/A rounds exactly as `gate ab` runs A/B rounds (same servers, same cell order, same
+pairing), with the same build on both sides and no early stop, then takes per check the
+spread of the paired log ratio d = log(head / base) across rounds (gate.noise). `gate ab` and
+`gate compare` use that spread as the prior of their intervals on this hardware and plan.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gate import ab
+from gate.checks import per_repeat, ratio_slots, slots
+from gate.errors import GateError
+from gate.fingerprint import Fingerprint
+from gate.noise import (
+    NoiseProfile,
+    ProfileIdentity,
+    estimate_profile,
+    make_provenance,
+    offset_warnings,
+    store_profile,
+)
+from gate.plan import Plan
+from gate.progress import Progress
+from gate.results import Results
+from gate.verdict import Outcome, Verdict
+
+MIN_ROUNDS = 3
+
+
+def aa_pairs(base: Results, head: Results, plan: Plan) -> tuple[dict, dict]:
+    """Per check, the (base, head) figures of each round both sides measured, and the units.
+    Every check the results can give is calibrated, judged by the plan's thresholds or not,
+    so that switching one on later finds its spread."""
+    found = slots(head) + ratio_slots(head, plan.thresholds)
+    pairs, units = {}, {}
+    for slot in found:
+        b, h = per_repeat(base, slot), per_repeat(head, slot)
+        common = sorted(set(b) & set(h))
+        if common:
+            pairs[slot.name] = [(b[r], h[r]) for r in common]
+            units[slot.name] = slot.metric.unit
+    return pairs, units
+
+
+def runner_summary(fp: Fingerprint) -> str:
+    quota = fp.cpu_quota.quota_cpus
+    return (f"{fp.hardware_key}; {fp.host_cores} host cores, quota "
+            f"{'none' if quota is None else f'{quota:g}'}, torch threads {fp.torch_threads}, "
+            f"vllm {fp.vllm_version or '?'}")
+
+
+def calibrate(plan: Plan, build: ab.Build, rounds: int, out: Path, noise_dir: Path,
+              progress: Progress, cache_dir: Path, command: str = "") -> tuple[Path, NoiseProfile]:
+    """Run `rounds` A/A rounds of `build` against itself and store the noise profile. A run
+    whose measurement broke stores nothing."""
+    if rounds < MIN_ROUNDS:
+        raise GateError(f"--rounds {rounds}: a noise profile needs at least {MIN_ROUNDS} rounds "
+                        "(20 give the sequential A/B most of its decided passes)")
+    fixed = plan.model_copy(update={"ab": plan.ab.model_copy(
+        update={"min_rounds": rounds, "max_rounds": rounds, "budget_minutes": None})})
+    base, head = (ab.Build(label, build.python, build.env) for label in ("base", "head"))
+    result = ab.ab(fixed, base, head, out, _no_judgement, progress, cache_dir)
+    broken = result.base.errors + result.head.errors
+    if broken:
+        raise GateError("calibration not stored: the measurement broke:\n  - "
+                        + "\n  - ".join(broken[:8]), exit_code=4)
+    pairs, units = aa_pairs(result.base, result.head, plan)
+    fp = result.head.fingerprint
+    identity = ProfileIdentity(plan=plan.name, plan_hash=result.head.plan_hash,
+                               hardware_key=fp.hardware_key)
+    profile = estimate_profile(pairs, identity, make_provenance(runner_summary(fp), command),
+                               units)
+    path = store_profile(noise_dir, profile)
+    for warning in offset_warnings(profile):
+        progress(f"warning: {warning}")
+    return path, profile
+
+
+def _no_judgement(head: Results, base: Results | None) -> Verdict:
+    """A/A rounds are not judged: every planned round is measured."""
+    return Verdict(outcome=Outcome.INCONCLUSIVE, headline="calibrating: A/A rounds", mode="ab")
