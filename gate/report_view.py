@@ -174,10 +174,13 @@ def capped(items: list[str], limit: int = 600) -> list[str]:
     return items
 
 
-def environment_warnings(head: Results | None, base: Results | None) -> list[str]:
-    out = warnings_for(head.fingerprint) if head is not None else []
+def environment_warnings(v: Verdict, head: Results | None, base: Results | None) -> list[str]:
+    """The verdict's warnings (the fingerprints' and the runner doctor's, from compare),
+    or the head's fingerprint warnings when the verdict carries none."""
+    out = list(v.warnings)
+    if not out and head is not None:
+        out = warnings_for(head.fingerprint)
     if base is not None and head is not None:
-        out += [f"base: {w}" for w in warnings_for(base.fingerprint)]
         hb, hh = base.fingerprint.hardware_key, head.fingerprint.hardware_key
         if hb != hh:
             out.append(f"base ran on {hb} but head on {hh}: A/B figures are not comparable")
@@ -209,15 +212,45 @@ def timings(r: Results) -> str:
     return ", ".join(f"{k.removesuffix('_s')} {v:.0f} s" for k, v in r.timings_s.items())
 
 
+def streams(r: Results) -> str:
+    """Stream integrity per run: the share of coalesced requests in the measured cells, and
+    the cells measured again because their streams arrived held back."""
+    cells = [c for c in r.cells if c.phase in ("drain", "sweep")]
+    total = sum(c.completed for c in cells)
+    held = sum(c.coalesced_requests for c in cells)
+    share = f"{held} of {total} requests coalesced ({held / total:.1%})" if total else DASH
+    again = [f"{c.key.label} ×{c.remeasured + 1} ({c.discarded_coalesced} discarded)"
+             for c in cells if c.remeasured]
+    return share + ("; measured again: " + ", ".join(again) if again else "")
+
+
 RUN_INFO_LABELS = ("Plan", "Plan hash", "Hardware", "vLLM", "Threads", "Repeats", "Status",
-                   "Time", "Created")
+                   "Streams", "Time", "Created")
 
 
 def run_info_column(r: Results) -> list[str]:
     fp = r.fingerprint
     values = [r.plan.name, r.plan_hash, fp.hardware_key, vllm_version(fp), threads_info(fp),
-              str(r.plan.repeats), r.status, timings(r), r.created_at]
+              str(r.plan.repeats), r.status, streams(r), timings(r), r.created_at]
     return [one_line(x, 200) for x in values]
+
+
+def cost_line(v: Verdict) -> str:
+    """How the verdict was reached: rounds, runner time, the noise profile (A/B)."""
+    parts = []
+    if v.rounds is not None:
+        decided = [c.decided_at_round for c in v.checks if c.decided_at_round]
+        parts.append(f"{v.rounds} round(s) per build" + (
+            f", every check decided by round {max(decided)}" if decided and len(decided) ==
+            sum(1 for c in v.checks if c.kind == "relative") else ""))
+    if v.runner_seconds:
+        rs = v.runner_seconds
+        shown = [f"{k} {rs[k]:.0f} s" for k in ("startup", "warmup", "drain", "sweep") if k in rs]
+        parts.append(f"runner time {rs.get('wall', sum(rs.values())):.0f} s"
+                     + (f" ({', '.join(shown)})" if shown else ""))
+    if v.noise_profile:
+        parts.append(f"noise: {v.noise_profile}")
+    return one_line(" · ".join(parts), 600)
 
 
 @dataclass(frozen=True)
@@ -318,6 +351,7 @@ class RunView:
     checks_total: int
     checks_failing: int
     method: str
+    cost: str
     has_results: bool
     guided_free: list[list[Markup]]
     drain: list[list[Markup]]
@@ -378,12 +412,12 @@ def run_view(ri: RunInput) -> RunView:
         mode=v.mode, title=one_line(ri.title, 120), checks=[check_row(c) for c in v.checks],
         checks_total=len(v.checks),
         checks_failing=sum(1 for c in v.checks if c.outcome != Outcome.PASS),
-        method=one_line(v.method, 2000), has_results=head is not None,
+        method=one_line(v.method, 2000), cost=cost_line(v), has_results=head is not None,
         guided_free=guided_free_rows(head, base) if head is not None else [],
         drain=drain_rows(head, base) if head is not None else [],
         chart=Markup(mermaid_chart(ri.chart_series or {})),
         chart_note=chart_note(ri.chart_name, ri.chart_note) if head is not None else "",
-        warnings=environment_warnings(head, base), errors=run_errors(v, head, base),
+        warnings=environment_warnings(v, head, base), errors=run_errors(v, head, base),
         advice=capped(v.advice),
         run_info=run_info(head, base) if head is not None else None,
         hunks=hunks_view(ri.hunks) if ri.hunks is not None else None,
