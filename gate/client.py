@@ -2,7 +2,7 @@
 
 It reads each response stream in bulk (`iter_any`) and splits server-sent events itself, as
 vLLM's own benchmark client does: reading line by line costs about a quarter of the client's
-throughput (FACTS.md). Nothing CPU-heavy happens while requests are in flight; JSON-schema
+throughput (docs/background.md#client-overhead). Nothing CPU-heavy happens while requests are in flight; JSON-schema
 validation runs after the cell (gate.run).
 """
 

