@@ -2,8 +2,8 @@
 
 It reads each response stream in bulk (`iter_any`) and splits server-sent events itself, as
 vLLM's own benchmark client does: reading line by line costs about a quarter of the client's
-throughput (docs/background.md#client-overhead). Nothing CPU-heavy happens while requests are in flight; JSON-schema
-validation runs after the cell (gate.run).
+throughput (docs/background.md#client-overhead). Nothing CPU-heavy happens while requests are
+in flight; JSON-schema validation runs after the cell (gate.session).
 """
 
 from __future__ import annotations
