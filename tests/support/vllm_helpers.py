@@ -13,9 +13,9 @@ import psutil
 import yaml
 
 from gate.plan import load_plan
+from support.paths import FIXTURES, REPO_ROOT
 
-REPO = Path(__file__).resolve().parent.parent
-FIXTURE_OVERLAY = REPO / "tests" / "fixtures" / "slow_bitmask"
+FIXTURE_OVERLAY = FIXTURES / "slow_bitmask"
 
 
 def small_plan(tmp_path: Path, **changes) -> tuple[Path, str]:
@@ -70,4 +70,4 @@ def gate_cmd(*args: str) -> list[str]:
 
 def run_gate(*args: str, timeout: float = 900, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(gate_cmd(*args), capture_output=True, text=True, timeout=timeout,
-                          cwd=REPO, env={**os.environ, **(env or {})})
+                          cwd=REPO_ROOT, env={**os.environ, **(env or {})})

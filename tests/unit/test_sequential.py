@@ -6,10 +6,10 @@ from __future__ import annotations
 import importlib.util
 import math
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from support.paths import REPO_ROOT
 
 from gate import sequential as seq
 from gate.sequential import CheckSpec, Interval, LogSample, SequentialDesign
@@ -240,7 +240,7 @@ def test_design_is_checked():
 
 @pytest.fixture(scope="module")
 def sim():
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "noise_simulation.py"
+    path = REPO_ROOT / "benchmarks" / "noise_simulation.py"
     spec = importlib.util.spec_from_file_location("noise_simulation", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up there

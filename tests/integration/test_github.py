@@ -1,4 +1,4 @@
-"""The GitHub client against a real local HTTP server (tests/fake_github.py) that keeps
+"""The GitHub client against a real local HTTP server (support/fake_github.py) that keeps
 GitHub's rate-limit windows on a clock shared with the client: a retry sent before GitHub
 allows it is refused again, so "never retry early" is observed, not assumed."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import requests
-from fake_github import GITHUB_ACTIONS, SECONDARY_MESSAGE, FakeClock, FakeGitHub
+from support.fake_github import GITHUB_ACTIONS, SECONDARY_MESSAGE, FakeClock, FakeGitHub
 
 from gate.errors import EXIT_ERROR
 from gate.github import (

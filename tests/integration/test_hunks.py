@@ -3,21 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
+from support.gitrepo import commit, git, init
+from support.trees import write
 
 from gate.cli import main as gate_cli_main
 from gate.errors import GateError
-from gate.hunks import DEFAULT_WATCH, HunkSet, extract_hunks, glob_to_regex, load_hunks, score_hunk
-
-GIT_ENV = {
-    "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
-    "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com",
-    "GIT_CONFIG_NOSYSTEM": "1", "HOME": "/nonexistent",
-}
+from gate.hunks import HunkSet, extract_hunks, load_hunks
 
 UTILS_OLD = '''\
 import numpy as np
@@ -87,36 +81,11 @@ UTILS_NEW = UTILS_OLD.replace(
 UTILS = "vllm/v1/structured_output/utils.py"
 
 
-def git(repo: Path, *args: str) -> str:
-    env = {**os.environ, **GIT_ENV}
-    out = subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, env=env)
-    return out.stdout.decode().strip()
-
-
-def write(repo: Path, rel: str, content: str | bytes) -> None:
-    path = repo / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if isinstance(content, bytes):
-        path.write_bytes(content)
-    else:
-        path.write_text(content)
-
-
-def commit(repo: Path, msg: str) -> str:
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", msg)
-    return git(repo, "rev-parse", "HEAD")
-
-
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    r = tmp_path / "vllm"
-    r.mkdir()
-    git(r, "init", "-q", "-b", "main")
-    write(r, UTILS, UTILS_OLD)
-    write(r, "vllm/v1/sample/sampler.py", "def sample():\n    return 0\n")
-    write(r, "README.md", "hello\n")
-    commit(r, "base")
+    r = init(tmp_path / "vllm")
+    commit(r, "base", {UTILS: UTILS_OLD, "vllm/v1/sample/sampler.py": "def sample():\n    return 0\n",
+                       "README.md": "hello\n"})
     return r
 
 
@@ -261,25 +230,6 @@ def test_unrelated_histories_is_gate_error(repo: Path):
     commit(repo, "orphan")
     with pytest.raises(GateError, match="no merge-base"):
         extract_hunks(repo, "main", "other")
-
-
-def test_glob_semantics():
-    assert glob_to_regex("vllm/v1/sample/**").match("vllm/v1/sample/a/b.py")
-    assert not glob_to_regex("vllm/v1/sample/**").match("vllm/v1/sampler.py")
-    assert glob_to_regex("vllm/*.py").match("vllm/a.py")
-    assert not glob_to_regex("vllm/*.py").match("vllm/x/a.py")
-    assert glob_to_regex("**/utils.py").match("utils.py")
-    assert glob_to_regex("**/utils.py").match("a/b/utils.py")
-    assert glob_to_regex("vllm/v1/sample").match("vllm/v1/sample/x.py")
-    assert glob_to_regex("requirements/common.txt").match("requirements/common.txt")
-    assert not glob_to_regex("requirements/common.txt").match("requirements/common.txt.bak")
-    assert "vllm/v1/structured_output/**" in DEFAULT_WATCH
-
-
-def test_score_counts_changed_lines_only():
-    assert score_hunk("a.py", "", " x = pin_memory\n+y = 1") == ([], 0.0)
-    tags, score = score_hunk("a.py", "", "-x = np.full(3, -1)\n+x = 1")
-    assert tags == ["full_staging"] and 4 < score < 4.1
 
 
 def _cli(argv: list[str]) -> int:

@@ -1,23 +1,17 @@
-import sys
-from pathlib import Path
+"""gate.fingerprint's pure parts: the cgroup quota read from fixture trees, nvidia-smi output,
+the oversubscription warning and the vLLM commit in a version string."""
 
 import pytest
+from support.trees import write
 
 from gate.fingerprint import (
     CpuQuota,
     Fingerprint,
-    collect,
     parse_nvidia_smi,
     read_cpu_quota,
     vllm_commit_from_version,
     warnings_for,
 )
-
-
-def write(root: Path, rel: str, text: str) -> None:
-    path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
 
 
 def test_cgroup_v2_quota(tmp_path):
@@ -48,27 +42,6 @@ def test_cgroup_v1_unlimited(tmp_path):
 
 def test_no_cgroup(tmp_path):
     assert read_cpu_quota(tmp_path) == CpuQuota()
-
-
-def test_collect_uses_cgroup_root_and_env(tmp_path):
-    write(tmp_path, "cpu.max", "50000 100000\n")
-    fp = collect(env={"OMP_NUM_THREADS": "3"}, cgroup_root=tmp_path, probe=False)
-    assert fp.cpu_quota.quota_cpus == 0.5
-    assert fp.effective_cpus == 0.5
-    assert fp.omp_num_threads == "3"
-    assert fp.versions["python"].startswith(f"{sys.version_info.major}.")
-
-
-def test_probe_reads_torch_threads_as_the_server_sees_them():
-    # OMP_NUM_THREADS reaches the probed interpreter (torch caps it at the core count).
-    fp = collect(python=sys.executable, env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"})
-    assert fp.torch_threads == 1 and fp.omp_num_threads == "1"
-    assert fp.versions.get("torch")
-
-
-def test_probe_of_a_missing_interpreter_is_reported_not_raised():
-    fp = collect(python="/nonexistent/python", env={})
-    assert fp.probe_error and "could not run" in fp.probe_error
 
 
 def test_oversubscription_warning_names_the_fix():

@@ -1,7 +1,7 @@
 """Pure parts of gate.run and gate.session: cell order, windows, free max_tokens, and never
 clobbering stored results."""
 
-from test_results import sample_results
+from support.factories import summarized_results
 
 from gate.plan import load_plan, parse_plan
 from gate.results import RequestRecord
@@ -46,7 +46,7 @@ def test_free_max_tokens_matches_the_guided_median():
 
 
 def test_a_broken_run_never_overwrites_stored_results(tmp_path):
-    good = sample_results()
+    good = summarized_results()
     assert write(good, tmp_path).name == "results.json"
     stored = (tmp_path / "results.json").read_bytes()
     broken = good.model_copy(update={"status": "error", "errors": ["server died"]})

@@ -1,37 +1,33 @@
 """`gate publish` against the fake GitHub server: sticky comment found only among the token's
 own comments, turn to fail, fork 403 and the comment file, the poster's re-rendering, a 502 on
-POST, rate limits, step summary, outputs, annotations, and the token never leaving the process.
+POST, rate limits, step summary, outputs, annotations, and the token never leaving the process
+(unit/test_publish_inputs.py tests the parts that need no server).
 """
 
 from __future__ import annotations
 
 import io
 import json
-import re
 from pathlib import Path
 
-import markdown_check
 import pytest
-import report_factories as f
-from fake_github import GITHUB_ACTIONS, FakeClock, FakeGitHub
+from support import factories as f
+from support import markdown_check
+from support.action_runner import read_outputs
+from support.fake_github import GITHUB_ACTIONS, FakeClock, FakeGitHub
 
 from gate.cli import main
-from gate.comment_file import CommentFile, CommentRun, load_comment_file
+from gate.comment_file import CommentRun, load_comment_file
 from gate.errors import GateError
 from gate.github import GitHubClient
 from gate.hunks import Hunk, HunkSet
 from gate.publish import (
     MAX_COMMENT_CHARS,
     PublishOptions,
-    annotations,
-    escape_data,
-    escape_property,
-    find_sticky,
     marker,
     outcome_of,
     post_comment_file,
     publish,
-    write_outputs,
 )
 from gate.report import outcome_tag
 from gate.settings import Settings
@@ -51,25 +47,6 @@ def fake(clock):
     with FakeGitHub(clock=clock.now) as server:
         server.good_tokens.add(TOKEN)
         yield server
-
-
-def verdict(outcome: Outcome, headline: str | None = None) -> Verdict:
-    headline = headline or f"{outcome.value.upper()}: drain req/min -48% (121 vs 233)"
-    return Verdict(outcome=outcome, headline=headline, mode="baseline")
-
-
-def hunkset() -> HunkSet:
-    return HunkSet(
-        repo="vllm", base="main", head="pr", merge_base="abc", watch=["vllm/v1/**"],
-        hunks=[
-            Hunk(path="vllm/v1/sample/sampler.py", new_start=10, new_lines=3, score=9.0,
-                 text="+x = 1"),
-            Hunk(path="vllm/v1/structured_output/utils.py", new_start=120, new_lines=8,
-                 section="def apply_grammar_bitmask(", mechanisms=["pin_memory", "per_step_alloc"],
-                 score=5.0, text="+pin_memory=True"),
-            Hunk(path="vllm/old.py", change="deleted", old_start=1, old_lines=4, score=99),
-        ],
-    )
 
 
 def settings_for(fake: FakeGitHub, tmp_path: Path, token: str | None = TOKEN, **kw) -> Settings:
@@ -96,27 +73,10 @@ def factory(clock: FakeClock):
 
 def run_publish(settings, clock, outcome=Outcome.PASS, hunks=False, headline=None, **options):
     out, err = io.StringIO(), io.StringIO()
-    run = CommentRun(verdict=verdict(outcome, headline), hunks=hunkset() if hunks else None)
+    run = CommentRun(verdict=f.headline_verdict(outcome, headline), hunks=f.annotated_hunks() if hunks else None)
     code = publish(settings, [run], PublishOptions(**options), client_factory=factory(clock),
                    out=out, err=err)
     return code, out.getvalue(), err.getvalue()
-
-
-def read_outputs(path: Path) -> dict[str, str]:
-    text = path.read_text()
-    pattern = r"^([\w-]+)<<(ghadelimiter_[\w-]+)\n(.*?)\n\2$"
-    return {m[0]: m[2] for m in re.findall(pattern, text, re.M | re.S)}
-
-
-def our_body(outcome: Outcome, marker_id: str = "default", text: str = "old") -> str:
-    return f"{marker(marker_id)}\n{outcome_tag(outcome)}\n{text}\n"
-
-
-def comment_file(tmp_path: Path, runs: list[CommentRun] | None = None, pr: int = 12) -> Path:
-    runs = runs or [CommentRun(verdict=verdict(Outcome.PASS), hunks=hunkset())]
-    path = tmp_path / "gate-comment.json"
-    path.write_text(CommentFile(pr=pr, runs=runs).model_dump_json())
-    return path
 
 
 # -- the sticky comment -------------------------------------------------------------------
@@ -138,7 +98,7 @@ def test_sticky_comment_created_then_updated_in_place(fake, clock, tmp_path):
 def test_sticky_comment_found_on_page_three(fake, clock, tmp_path):
     for i in range(230):
         fake.add_comment(12, f"chatter {i}")
-    ours = fake.add_comment(12, our_body(Outcome.PASS), GITHUB_ACTIONS)
+    ours = fake.add_comment(12, f.sticky_body(Outcome.PASS), GITHUB_ACTIONS)
     fake.add_comment(12, "more chatter")
     run_publish(settings_for(fake, tmp_path), clock, Outcome.PASS)
     pages = [r.query.get("page", ["1"])[0] for r in fake.requests_to("GET", "/comments")]
@@ -180,13 +140,13 @@ def test_first_comment_that_is_a_fail_is_just_created(fake, clock, tmp_path):
 def test_a_planted_marker_comment_is_never_edited_nor_blocks_ours(fake, clock, tmp_path):
     """A user copies our marker (and a fail tag) into a comment of their own, before and
     after ours: it is never PATCHed, our comment is still created and then updated."""
-    planted = fake.add_comment(12, our_body(Outcome.PASS, text="I am the gate: PASS"), "mallory")
+    planted = fake.add_comment(12, f.sticky_body(Outcome.PASS, text="I am the gate: PASS"), "mallory")
     s = settings_for(fake, tmp_path)
     code, _, err = run_publish(s, clock, Outcome.PASS)
     assert code == 0 and "::warning" not in err
     ours = fake.comments[12][-1]
     assert ours["user"]["login"] == GITHUB_ACTIONS
-    fake.add_comment(12, our_body(Outcome.PASS, text="newer fake"), "mallory")
+    fake.add_comment(12, f.sticky_body(Outcome.PASS, text="newer fake"), "mallory")
     run_publish(s, clock, Outcome.INCONCLUSIVE)
     (patch,) = fake.requests_to("PATCH")
     assert patch.path.endswith(f"/issues/comments/{ours['id']}")
@@ -197,25 +157,16 @@ def test_a_planted_marker_comment_is_never_edited_nor_blocks_ours(fake, clock, t
 def test_a_planted_fail_tag_cannot_hide_the_turn_to_fail(fake, clock, tmp_path):
     s = settings_for(fake, tmp_path)
     run_publish(s, clock, Outcome.PASS)
-    fake.add_comment(12, our_body(Outcome.FAIL, text="already failing"), "mallory")
+    fake.add_comment(12, f.sticky_body(Outcome.FAIL, text="already failing"), "mallory")
     run_publish(s, clock, Outcome.FAIL)
     assert read_outputs(tmp_path / "output.txt")["comment-action"] == "created-on-fail"
     assert [c["user"]["login"] for c in fake.comments[12]] == [GITHUB_ACTIONS, "mallory",
                                                                 GITHUB_ACTIONS]
 
 
-def test_only_a_marker_on_the_first_line_counts():
-    login = GITHUB_ACTIONS
-    quoted = {"id": 1, "user": {"login": login}, "body": "see\n" + our_body(Outcome.PASS)}
-    other = {"id": 2, "user": {"login": login}, "body": our_body(Outcome.PASS, "default2")}
-    assert find_sticky([quoted, other], "default", login) is None
-    hidden_tag = f"{marker('default')}\nx\n{outcome_tag(Outcome.FAIL)}\n"
-    assert outcome_of(hidden_tag) is None
-
-
 def test_identity_from_get_user_for_a_personal_token(fake, clock, tmp_path):
     fake.user_tokens["ghp_pat"] = "perf-bot"
-    fake.add_comment(12, our_body(Outcome.PASS), GITHUB_ACTIONS)  # not ours with this token
+    fake.add_comment(12, f.sticky_body(Outcome.PASS), GITHUB_ACTIONS)  # not ours with this token
     run_publish(settings_for(fake, tmp_path, token="ghp_pat"), clock, Outcome.PASS)
     assert fake.requests_to("GET", "/user")
     assert not fake.requests_to("PATCH")
@@ -268,7 +219,7 @@ def test_fork_403_writes_comment_data_and_keeps_exit_code(fake, clock, tmp_path)
     assert 12 not in fake.comments
     handover = load_comment_file(tmp_path / "gate-comment.json")
     assert handover.pr == 12 and handover.outcome == Outcome.FAIL
-    assert handover.runs[0].hunks == hunkset()
+    assert handover.runs[0].hunks == f.annotated_hunks()
     assert "body" not in json.loads((tmp_path / "gate-comment.json").read_text())
     assert "no permission" in handover.reason
     assert "::notice" in err
@@ -278,13 +229,13 @@ def test_fork_403_writes_comment_data_and_keeps_exit_code(fake, clock, tmp_path)
 
 
 def test_comment_file_leaves_the_request_records_out(fake, clock, tmp_path):
-    head = f.results("head", f.REGRESSED)
+    head = f.sweep_results("head", f.REGRESSED)
     assert head.model_copy(update={"records": []}) == head  # the factory has none: add one
     record = {"index": 0, "phase": "drain", "arm": "guided", "concurrency": 1, "send_s": 0.0,
               "text": "x" * 1000}
     head = head.model_validate({**head.model_dump(), "records": [record]})
     s = settings_for(fake, tmp_path, comment=False)
-    publish(s, [CommentRun(verdict=verdict(Outcome.PASS), head=head)],
+    publish(s, [CommentRun(verdict=f.headline_verdict(Outcome.PASS), head=head)],
             client_factory=factory(clock), out=io.StringIO(), err=io.StringIO())
     handover = load_comment_file(tmp_path / "gate-comment.json")
     assert handover.runs[0].head.records == [] and handover.runs[0].head.cells == head.cells
@@ -324,12 +275,6 @@ def test_summary_defaults_to_the_report_without_hidden_tags(fake, clock, tmp_pat
     assert summary.startswith("### ✅ PASS: drain req/min") and "<!--" not in summary
 
 
-def test_outputs_are_multiline_safe(tmp_path):
-    path = tmp_path / "out"
-    write_outputs(path, {"a": "line1\nline2", "b": "x"})
-    assert read_outputs(path) == {"a": "line1\nline2", "b": "x"}
-
-
 # -- annotations --------------------------------------------------------------------------
 def test_annotations_on_fail_mechanism_first(fake, clock, tmp_path):
     code, out, _ = run_publish(settings_for(fake, tmp_path), clock, Outcome.FAIL, hunks=True)
@@ -348,37 +293,11 @@ def test_no_annotations_unless_fail(fake, clock, tmp_path):
     assert out == ""
 
 
-def test_annotation_escaping():
-    assert escape_data("50%\r\nnext") == "50%25%0D%0Anext"
-    assert escape_property("a:b,c%\n") == "a%3Ab%2Cc%25%0A"
-    hunks = HunkSet(repo="r", base="b", head="h", merge_base="m", watch=[], hunks=[
-        Hunk(path="x,y:z.py", new_start=1, new_lines=1, section="::error::injected\n")])
-    v = Verdict(outcome=Outcome.FAIL, headline="FAIL: 100% slower", mode="ab")
-    (line,) = annotations(hunks, v, prefix="src/")
-    assert line.startswith("::warning file=src/x%2Cy%3Az.py,line=1,endLine=1,title=")
-    message = line.split("::", 2)[2]
-    assert "\n" not in line and "100%25 slower" in message
-    assert "In: ::error::injected%0A" in message  # data keeps ':' but cannot start a command
-
-
-def test_a_path_with_a_newline_and_error_command_stays_one_annotation():
-    """A watched file named 'evil\\n::error title=Perf gate::PASS.py' prints one ::warning
-    line and no line that starts a workflow command of its own."""
-    path = "vllm/v1/sample/evil\n::error title=Perf gate::PASS\r\n.py"
-    hunks = HunkSet(repo="r", base="b", head="h", merge_base="m", watch=[], hunks=[
-        Hunk(path=path, new_start=3, new_lines=1, section="def f():\n::error::x")])
-    v = Verdict(outcome=Outcome.FAIL, headline="FAIL: x\n::error::headline", mode="ab")
-    lines = "\n".join(annotations(hunks, v)).split("\n")
-    assert len(lines) == 1 and lines[0].startswith("::warning file=")
-    assert "file=vllm/v1/sample/evil%0A%3A%3Aerror title=Perf gate%3A%3APASS%0D%0A.py," in lines[0]
-    assert not any(line.startswith("::error") for line in re.split(r"[\r\n]", lines[0]))
-
-
 # -- the poster: re-rendering the comment file --------------------------------------------
 def test_post_comment_file_validates_pr_and_head(fake, clock, tmp_path):
     fake.pulls[12] = {"number": 12, "head": {"sha": "a" * 40}}
     s = settings_for(fake, tmp_path)
-    path = comment_file(tmp_path)
+    path = f.comment_file(tmp_path)
     with pytest.raises(GateError, match="refusing to post"):
         post_comment_file(s, path, expect_head_sha="b" * 40, client_factory=factory(clock))
     assert not fake.requests_to("POST")
@@ -401,8 +320,8 @@ def test_poster_renders_forged_strings_as_plain_text(fake, clock, tmp_path):
              mechanisms=[FORGED], text=f"+{FORGED}\n+`````\n+{FORGED}")])
     v = Verdict(outcome=Outcome.FAIL, headline=f"PASS: {FORGED}", mode="ab", errors=[FORGED],
                 advice=[FORGED], method=FORGED)
-    head = f.results("head", f.REGRESSED, errors=[FORGED])
-    path = comment_file(tmp_path, [CommentRun(verdict=v, head=head, hunks=hunks)])
+    head = f.sweep_results("head", f.REGRESSED, errors=[FORGED])
+    path = f.comment_file(tmp_path, [CommentRun(verdict=v, head=head, hunks=hunks)])
     post_comment_file(settings_for(fake, tmp_path), path, client_factory=factory(clock),
                       err=io.StringIO())
     body = fake.comments[12][0]["body"]
@@ -425,33 +344,9 @@ def test_a_legacy_comment_file_with_a_body_is_refused(fake, clock, tmp_path):
     assert not fake.requests
 
 
-@pytest.mark.parametrize("pr", ['"12; rm -rf /"', "12.5", "-3", "true"])
-def test_comment_file_rejects_non_integer_pr(tmp_path, pr):
-    path = comment_file(tmp_path)
-    data = json.loads(path.read_text())
-    path.write_text(json.dumps(data).replace('"pr": 12', f'"pr": {pr}'))
-    with pytest.raises(GateError, match="pr"):
-        load_comment_file(path)
-
-
-def test_comment_file_rejects_bad_marker_and_labels(tmp_path):
-    path = comment_file(tmp_path)
-    data = json.loads(path.read_text())
-    path.write_text(json.dumps({**data, "marker_id": "a -->"}))
-    with pytest.raises(GateError, match="marker_id"):
-        load_comment_file(path)
-    run = data["runs"][0]
-    path.write_text(json.dumps({**data, "runs": [{**run, "label": "a100 <img>"}]}))
-    with pytest.raises(GateError, match="label"):
-        load_comment_file(path)
-    path.write_text(json.dumps({**data, "runs": [run, run]}))
-    with pytest.raises(GateError, match="distinct labels"):
-        load_comment_file(path)
-
-
 def test_rate_limit_past_max_wait_exits_4_from_the_poster(fake, tmp_path, monkeypatch, capsys):
     """A retry-after longer than --max-wait: exit 4 with the reason, no early retry."""
-    path = comment_file(tmp_path)
+    path = f.comment_file(tmp_path)
     fake.secondary_limit(retry_after=900)
     monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
     monkeypatch.setenv("GITHUB_REPOSITORY", fake.repository)
@@ -467,9 +362,9 @@ def test_rate_limit_past_max_wait_exits_4_from_the_poster(fake, tmp_path, monkey
 def write_inputs(tmp_path: Path, outcome: Outcome) -> dict[str, Path]:
     paths = {"verdict": tmp_path / "verdict.json", "hunks": tmp_path / "hunks.json",
              "head": tmp_path / "results.json"}
-    paths["verdict"].write_text(verdict(outcome).model_dump_json())
-    paths["hunks"].write_text(hunkset().model_dump_json())
-    paths["head"].write_text(f.results_json(f.results("head", f.REGRESSED)))
+    paths["verdict"].write_text(f.headline_verdict(outcome).model_dump_json())
+    paths["hunks"].write_text(f.annotated_hunks().model_dump_json())
+    paths["head"].write_text(f.results_json(f.sweep_results("head", f.REGRESSED)))
     return paths
 
 
@@ -497,32 +392,6 @@ def test_token_never_printed_nor_written(fake, tmp_path, capsys, monkeypatch):
     assert any(r.headers.get("authorization") == f"Bearer {TOKEN}" for r in fake.requests)
 
 
-def test_publish_cli_needs_one_kind_of_input(tmp_path, capsys):
-    assert main(["publish"]) == 2
-    assert "needs --verdict (one run) or --combine" in capsys.readouterr().err
-    assert main(["publish", "--max-wait", "-1", "--verdict", "v.json"]) == 2
-
-
-def test_settings_read_pr_from_events(tmp_path):
-    event = tmp_path / "event.json"
-    event.write_text(json.dumps({"pull_request": {"number": 41}}))
-    s = Settings.from_env({"GITHUB_EVENT_NAME": "pull_request", "GITHUB_EVENT_PATH": str(event)})
-    assert s.pr_number == 41
-    event.write_text(json.dumps({"inputs": {"pr": "42"}}))
-    s = Settings.from_env(
-        {"GITHUB_EVENT_NAME": "workflow_dispatch", "GITHUB_EVENT_PATH": str(event)}
-    )
-    assert s.pr_number == 42
-    event.write_text(json.dumps({"inputs": {"pr": ""}}))
-    s = Settings.from_env(
-        {"GITHUB_EVENT_NAME": "workflow_dispatch", "GITHUB_EVENT_PATH": str(event)}
-    )
-    assert s.pr_number is None
-    assert s.api_url == "https://api.github.com"
-    with pytest.raises(GateError):
-        Settings.from_env({"GATE_PR_NUMBER": "1 && echo"})
-
-
 def big_hunks(n: int, lines: int = 60) -> HunkSet:
     return f.hunkset([f.hunk(f"vllm/v1/sample/m{i}.py",
                              "\n".join(f"+line {j} of {i}" for j in range(lines)))
@@ -537,8 +406,8 @@ def test_matrix_runs_merge_under_one_marker_within_the_limit(fake, clock, tmp_pa
         folder = tmp_path / f"perf-gate-results-{runner}"
         folder.mkdir()
         run = CommentRun(verdict=f.verdict(outcome, headline=f"report of {runner}"),
-                         head=f.results("head", f.REGRESSED), hunks=big_hunks(300))
-        files.append(comment_file(folder, [run]))
+                         head=f.sweep_results("head", f.REGRESSED), hunks=big_hunks(300))
+        files.append(f.comment_file(folder, [run]))
     for key, value in {"GITHUB_TOKEN": TOKEN, "GITHUB_REPOSITORY": fake.repository,
                        "GITHUB_API_URL": fake.url, "GATE_PR_NUMBER": "12"}.items():
         monkeypatch.setenv(key, value)
@@ -555,8 +424,3 @@ def test_matrix_runs_merge_under_one_marker_within_the_limit(fake, clock, tmp_pa
     assert "m0.py" in body.split("### h100")[1]
     shown = markdown_check.render(body)
     assert set(shown.tags) <= markdown_check.OWN_TAGS
-
-
-def test_combine_rejects_a_label_count_mismatch(tmp_path):
-    path = comment_file(tmp_path)
-    assert main(["publish", "--combine", str(path), "--label", "a", "--label", "b"]) == 2

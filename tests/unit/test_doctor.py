@@ -1,18 +1,14 @@
-"""gate doctor: a test per finding on built facts, the probes on fixture trees of /proc,
-cgroups and /sys, and the CLI (exit codes, JSON) on those trees."""
+"""gate doctor: a test per finding on built facts, and the probes on fixture trees of /proc,
+cgroups and /sys (integration/test_doctor_cli.py runs the command on such trees)."""
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-import time
-import uuid
-from pathlib import Path
 
 import pytest
-from vllm_helpers import wait_gone
+from support.paths import FIXTURES
+from support.trees import fake_process, write
 
 from gate.doctor import (
     DoctorReport,
@@ -48,22 +44,9 @@ from gate.doctor_probe import (
     sample_busy_threads,
     server_log_path,
 )
-from gate.errors import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_PASS
-from gate.plan import load_plan
-from gate.server import VllmServer
+from gate.errors import EXIT_PASS
 
-REPO = Path(__file__).resolve().parent.parent
-LOGS = REPO / "tests" / "fixtures" / "doctor"
-
-
-def write(root: Path, rel: str, text: str | bytes) -> Path:
-    path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if isinstance(text, bytes):
-        path.write_bytes(text)
-    else:
-        path.write_text(text)
-    return path
+LOGS = FIXTURES / "doctor"
 
 
 def host(**changes) -> HostFacts:
@@ -274,21 +257,6 @@ def test_a_gone_server_is_invalidating():
 
 # ---- /proc and cgroup readers on fixture trees ------------------------------------------------
 
-def fake_process(root: Path, pid: int, ppid: int, title: str, cpus: str, threads: int,
-                 environ: dict[str, str] | None = None, cgroup: str = "0::/\n",
-                 states: str = "S") -> None:
-    name = title.split(" ")[0][:15]
-    write(root, f"{pid}/stat", f"{pid} ({name}) S {ppid} {pid} {pid} 0 -1\n")
-    write(root, f"{pid}/status", f"Name:\t{name}\nThreads:\t{threads}\n"
-                                 f"Cpus_allowed_list:\t{cpus}\n")
-    write(root, f"{pid}/cmdline", title.replace(" ", "\0").encode() + b"\0")
-    env = b"".join(f"{k}={v}".encode() + b"\0" for k, v in (environ or {}).items())
-    write(root, f"{pid}/environ", b"\0" * 40 + env)  # setproctitle zeroes the start
-    write(root, f"{pid}/cgroup", cgroup)
-    for tid, state in enumerate(states):
-        write(root, f"{pid}/task/{pid + tid}/stat", f"{pid + tid} (a b) c) {state} {ppid} 0\n")
-
-
 def test_process_tree_and_read_process(tmp_path):
     proc_root = tmp_path / "proc"
     fake_process(proc_root, 100, 1, "python -m vllm.entrypoints.openai.api_server", "0", 7,
@@ -387,126 +355,7 @@ def test_no_gpu_is_reported_and_skipped():
     assert (f.id, f.severity) == ("gpu.none", Severity.info) and "no GPU" in f.title
 
 
-# ---- the command ------------------------------------------------------------------------------
-
-def gate(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "gate.cli", "doctor", *args],
-                          capture_output=True, text=True, cwd=REPO, timeout=300,
-                          env={**os.environ, **(env or {})})
-
-
-@pytest.mark.parametrize("layout", ["v1", "v2"])
-def test_cli_under_a_cgroup_fixture_reports_oversubscription(tmp_path, layout):
-    """The real probe of this interpreter's torch (at least 1 thread) under a half-CPU quota."""
-    cg = tmp_path / "cg"
-    if layout == "v2":
-        write(cg, "cpu.max", "50000 100000\n")
-    else:
-        write(cg, "cpu/cpu.cfs_quota_us", "50000\n")
-        write(cg, "cpu/cpu.cfs_period_us", "100000\n")
-    out = tmp_path / "doctor.json"
-    strict = gate("--cgroup-root", str(cg), "--strict", "--json", "--out", str(out))
-    assert strict.returncode == EXIT_ERROR, strict.stderr
-    report = DoctorReport.model_validate_json(strict.stdout)
-    assert DoctorReport.model_validate_json(out.read_text()) == report
-    (over,) = report.invalidating
-    assert over.id == "cpu.quota_oversubscribed" and "OMP_NUM_THREADS=1" in over.fix
-    assert f"cgroup v{layout[1]} quota of 0.5 CPUs" in over.detail
-    lenient = gate("--cgroup-root", str(cg))
-    assert lenient.returncode == EXIT_PASS, lenient.stderr
-    assert "[invalidating] cpu.quota_oversubscribed" in lenient.stdout
-    assert "fix: set OMP_NUM_THREADS=1" in lenient.stdout
-
-
-def test_cli_on_a_healthy_fixture_exits_0_even_when_strict(tmp_path):
-    write(tmp_path, "cg/cpu.max", "max 100000\n")
-    proc = gate("--cgroup-root", str(tmp_path / "cg"), "--no-probe", "--strict", "--json")
-    assert proc.returncode == EXIT_PASS, proc.stderr
-    report = DoctorReport.model_validate_json(proc.stdout)
-    assert not report.invalidating and {"gpu.none", "disk.free"} <= set(ids(report.findings))
-
-
-def test_cli_reads_a_server_from_a_proc_fixture(tmp_path):
-    proc_root = tmp_path / "proc"
-    fake_process(proc_root, 8740, 1, "python -m vllm.entrypoints.openai.api_server", "0", 7)
-    fake_process(proc_root, 8831, 8740, "VLLM::EngineCore", "0", 13, states="R")
-    fake_process(proc_root, 8842, 8831, "VLLM::Worker", "0", 47, states="RR")
-    write(proc_root, "8740/limits", "Max locked memory         65536  65536  bytes\n")
-    proc = gate("--server-pid", "8740", "--server-log", str(LOGS / "taskset_c0_omp4.log"),
-                "--proc-root", str(proc_root), "--cgroup-root", str(tmp_path / "cg"),
-                "--no-probe", "--sample-s", "0.1", "--strict", "--json")
-    assert proc.returncode == EXIT_ERROR, proc.stderr
-    report = DoctorReport.model_validate_json(proc.stdout)
-    assert report.server_pid == 8740
-    found = {f.id: f for f in report.findings}
-    assert "OMP_NUM_THREADS=1" in found["server.torch_pool_oversubscribed"].fix
-    assert "3 threads" in found["server.busy_threads_oversubscribed"].title
-    assert "0.0625 MiB" in found["memory.memlock"].title  # the server's limit, not ours
-    assert found["vllm.version"].title.endswith("V1 model runner")
-
-
-@pytest.mark.parametrize("args, message", [
-    (["--server-pid", "999999999"], "no process with pid 999999999"),
-    (["--server-log", "/nonexistent/server.log"], "server log /nonexistent/server.log"),
-    (["--sample-s", "-1"], "--sample-s and --min-free-gib must not be negative"),
-])
-def test_cli_bad_input_is_a_clear_error(args, message):
-    proc = gate("--no-probe", *args)
-    assert proc.returncode == EXIT_BAD_INPUT
-    assert f"gate: error: {message}" in proc.stderr and "Traceback" not in proc.stderr
-
-
 def test_json_report_round_trips():
     report = DoctorReport(server_pid=3, findings=check_gpus(None))
     again = DoctorReport.model_validate(json.loads(report.model_dump_json()))
     assert again == report and again.exit_code(strict=True) == EXIT_PASS
-
-
-# ---- a real server ----------------------------------------------------------------------------
-
-def group_gone(pgid: int, timeout: float = 30.0) -> bool:
-    """True once no process (zombies included) is left in the process group."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return True
-        time.sleep(0.2)
-    return False
-
-
-@pytest.mark.vllm
-def test_doctor_finds_a_taskset_server_oversubscribed(tiny_model_dir, tmp_path):
-    """A real vllm serve pinned to CPU 0 with OMP_NUM_THREADS=4: its engine core keeps a torch
-    pool of 2 (torch caps the variable at the host's cores) on one CPU."""
-    assert (os.cpu_count() or 1) >= 2, "needs 2+ cores: torch caps OMP_NUM_THREADS at them"
-    plan = load_plan("cpu-smoke")
-    marker = f"gate-doctor-{uuid.uuid4().hex[:8]}"
-    spec = plan.server.model_copy(update={
-        "launch": "command", "served_model_name": marker,
-        "command": ["taskset", "-c", "0", sys.executable, "-m",
-                    "vllm.entrypoints.openai.api_server"],
-        "env": {**plan.server.env, "OMP_NUM_THREADS": "4"},
-    })
-    server = VllmServer(spec, tiny_model_dir, tmp_path / "server.log", log=lambda m: None)
-    try:
-        with server:
-            pgid = server.proc.pid
-            proc = gate("--server-pid", str(pgid), "--strict", "--out", str(tmp_path / "d.json"))
-    finally:
-        left = wait_gone(marker)
-    print(proc.stdout)
-    assert left == [] and group_gone(pgid), "the server left processes behind"
-    assert proc.returncode == EXIT_ERROR, proc.stdout + proc.stderr
-    report = DoctorReport.model_validate_json((tmp_path / "d.json").read_text())
-    found = {f.id: f for f in report.findings}
-    over = found["server.torch_pool_oversubscribed"]
-    assert "OMP_NUM_THREADS=1" in over.fix and "fix: set OMP_NUM_THREADS=1" in proc.stdout
-    assert "VLLM::EngineCore" in over.detail and "leaving Torch threads at 2" in over.detail
-    table = found["server.processes"].detail.splitlines()
-    roles = {line.split(" (pid")[0].split(" ")[0] for line in table}
-    assert {"api_server", "VLLM::EngineCore", "VLLM::Worker"} <= roles
-    assert all(": CPUs 0," in line for line in table)  # the affinity, read from /proc
-    assert found["server.no_reserved_cpu"].severity is Severity.warning
-    assert found["vllm.version"].title.startswith("vLLM 0.32")

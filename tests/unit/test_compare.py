@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from compare_helpers import (
+from support.factories import (
     cell,
     drain_results,
     gpu_plan,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from vllm_helpers import FIXTURE_OVERLAY, run_gate, small_plan, wait_gone
+from support.vllm_helpers import FIXTURE_OVERLAY, run_gate, small_plan, wait_gone
 
 from gate.errors import EXIT_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS
 from gate.results import load_results

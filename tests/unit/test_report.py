@@ -6,9 +6,10 @@ import re
 import sys
 from pathlib import Path
 
-import markdown_check
 import pytest
-import report_factories as f
+from support import factories as f
+from support import markdown_check
+from support.paths import REPO_ROOT
 
 from gate.cli import main as gate_cli_main
 from gate.report import (
@@ -36,8 +37,8 @@ NASTY = "\n".join([
 
 
 def render(**kw) -> str:
-    head = kw.pop("head", f.results("head", f.REGRESSED))
-    base = kw.pop("base", f.results("base", f.HEALTHY))
+    head = kw.pop("head", f.sweep_results("head", f.REGRESSED))
+    base = kw.pop("base", f.sweep_results("base", f.HEALTHY))
     kw.setdefault("verdict", f.verdict())
     return render_report(ReportInput(head=head, base=base, chart_series=chart_series(head, base),
                                      **kw))
@@ -96,7 +97,7 @@ def test_guided_free_table_values():
 
 
 def test_guided_free_table_head_only():
-    head = f.results("head", f.HEALTHY)
+    head = f.sweep_results("head", f.HEALTHY)
     md = render_report(ReportInput(verdict=f.verdict(Outcome.PASS, mode="absolute"), head=head))
     assert "| 8 | head | 15 | 14 | 1.07× | 480.0 | 500.0 |" in md
     assert "| base |" not in md
@@ -121,7 +122,7 @@ def test_hunk_cannot_escape_its_block_or_ping():
 
 def test_untrusted_errors_and_headline_are_escaped():
     v = f.verdict(headline="boom @team see #9 <script>", errors=["| x | <b>y</b> @a\n# z"])
-    head = f.results("head", f.REGRESSED, errors=["server said @root ```"])
+    head = f.sweep_results("head", f.REGRESSED, errors=["server said @root ```"])
     md = render(verdict=v, head=head)
     outside, _ = split_code(md)
     text = "\n".join(outside)
@@ -171,7 +172,7 @@ def test_long_errors_and_many_checks_stay_within_limit():
 
 
 def test_environment_warning_for_oversubscribed_threads():
-    head = f.results("head", f.REGRESSED, fp=f.fingerprint(torch_threads=172, quota=12.0, cores=172))
+    head = f.sweep_results("head", f.REGRESSED, fp=f.fingerprint(torch_threads=172, quota=12.0, cores=172))
     md = render(head=head)
     section = md.split("#### ⚠️ Environment warnings", 1)[1]
     assert "torch uses 172 threads but the CPU quota is 12 CPUs" in section
@@ -212,7 +213,7 @@ def test_mermaid_chart_and_run_info():
 
 
 def test_png_is_written_and_valid(tmp_path: Path):
-    head, base = f.results("head", f.REGRESSED), f.results("base", f.HEALTHY)
+    head, base = f.sweep_results("head", f.REGRESSED), f.sweep_results("base", f.HEALTHY)
     out = tmp_path / "charts" / "chart.png"
     assert write_png(out, chart_series(head, base)) is None
     assert out.read_bytes()[:8] == PNG_MAGIC and out.stat().st_size > 5000
@@ -220,11 +221,11 @@ def test_png_is_written_and_valid(tmp_path: Path):
 
 def test_png_skipped_gracefully_without_matplotlib(tmp_path: Path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
-    series = chart_series(f.results(), None)
+    series = chart_series(f.sweep_results(), None)
     note = write_png(tmp_path / "c.png", series)
     assert note and "matplotlib is not installed" in note
     assert not (tmp_path / "c.png").exists()
-    md = render_report(ReportInput(verdict=f.verdict(), head=f.results(), chart_series=series,
+    md = render_report(ReportInput(verdict=f.verdict(), head=f.sweep_results(), chart_series=series,
                                    chart_name="c.png", chart_note=note))
     assert "matplotlib is not installed" in md
 
@@ -236,8 +237,8 @@ def _cli(argv: list[str]) -> int:
 def test_cli_end_to_end(tmp_path: Path):
     paths = {name: tmp_path / f"{name}.json" for name in ("verdict", "head", "base", "hunks")}
     paths["verdict"].write_text(f.verdict().model_dump_json())
-    paths["head"].write_text(f.results_json(f.results("head", f.REGRESSED)))
-    paths["base"].write_text(f.results_json(f.results("base", f.HEALTHY)))
+    paths["head"].write_text(f.results_json(f.sweep_results("head", f.REGRESSED)))
+    paths["base"].write_text(f.results_json(f.sweep_results("base", f.HEALTHY)))
     paths["hunks"].write_text(f.hunkset([f.hunk(text=NASTY)]).model_dump_json())
     out, chart = tmp_path / "report.md", tmp_path / "chart.png"
     rc = _cli(["report", "--verdict", str(paths["verdict"]), "--head", str(paths["head"]),
@@ -258,7 +259,7 @@ def test_cli_missing_file_is_gate_error(tmp_path: Path, capsys):
 
 # ---- one template, escaping, fitting by sections (the comment) --------------------------------
 
-TEMPLATE = Path(__file__).resolve().parent.parent / "gate" / "templates" / "comment.md.j2"
+TEMPLATE = REPO_ROOT / "gate" / "templates" / "comment.md.j2"
 FIVE_TICKS = "\n".join([
     "+s = '''",
     "+`````",
@@ -290,7 +291,7 @@ def oversized_comment(budget: int = GITHUB_COMMENT_LIMIT, **kw) -> str:
              for i in range(300)]
     for i in (0, 150, 299):  # first, middle, last
         hunks[i] = f.hunk(f"vllm/v1/sample/evil{i}.py", FIVE_TICKS + "\n" + "+pad\n" * 3000)
-    head, base = f.results("head", f.REGRESSED), f.results("base", f.HEALTHY)
+    head, base = f.sweep_results("head", f.REGRESSED), f.sweep_results("base", f.HEALTHY)
     run = RunInput(verdict=f.verdict(**kw), head=head, base=base, hunks=f.hunkset(hunks),
                    chart_series=chart_series(head, base))
     return render_comment([run], "default", "https://github.com/o/r/actions/runs/1", budget)
@@ -371,10 +372,10 @@ def test_cli_renders_the_short_report_without_head(tmp_path: Path):
 
 
 def test_a_matrix_comment_fits_by_sections_across_its_runs():
-    head = f.results("head", f.REGRESSED, errors=[f"e{i} " + "z" * 590 for i in range(20)])
+    head = f.sweep_results("head", f.REGRESSED, errors=[f"e{i} " + "z" * 590 for i in range(20)])
     runs = [RunInput(verdict=f.verdict(headline=f"runner {i} verdict",
                                        advice=[f"a{j} " + "w" * 590 for j in range(20)]),
-                     head=head, base=f.results("base", f.HEALTHY), label=f"gpu{i}",
+                     head=head, base=f.sweep_results("base", f.HEALTHY), label=f"gpu{i}",
                      hunks=f.hunkset([f.hunk(f"vllm/v1/sample/m{j}.py", "+x\n" * 200)
                                       for j in range(50)]))
              for i in range(12)]

