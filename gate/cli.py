@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "gate.compare_cli",
     "gate.hunks_cli",
     "gate.report_cli",
+    "gate.profile_cli",
 )
 
 
