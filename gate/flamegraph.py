@@ -40,16 +40,21 @@ def frame_label(name: str, file: str, line: int) -> str:
     return f"{name} ({where})".replace(";", ",")
 
 
-def folded(profile: BuildProfile) -> dict[str, float]:
-    """Collapsed stacks `Role;frame;...` -> ms of samples per 1k output tokens."""
+def folded(profile: BuildProfile, basis: str = "cpu") -> dict[str, float]:
+    """Collapsed stacks `Role;frame;...` -> ms of samples per 1k output tokens; spin-waits
+    (profile_data.WAIT_FRAMES) left out, as in the diff."""
     labels = [frame_label(f.name, f.file, f.line) for f in profile.frames]
     roles = [p.role for p in profile.processes]
     out: dict[str, float] = {}
-    per_ms = 1000.0 / profile.output_tokens * 1000.0  # ms -> ms per 1k tokens
+    per_1k = 1000.0 / profile.output_tokens  # ms -> ms per 1k tokens
+    waits = profile.waiting_frames()
     for window in profile.windows:
+        weights = window.sample_ms(len(roles), basis)
         for s in window.stacks:
+            if waits.intersection(s.frames):
+                continue
             key = ";".join([roles[s.process], *(labels[i] for i in s.frames)])
-            out[key] = out.get(key, 0.0) + s.count * window.sample_s * per_ms
+            out[key] = out.get(key, 0.0) + s.count * weights[s.process] * per_1k
     return out
 
 

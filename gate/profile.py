@@ -150,6 +150,15 @@ def pid_listening_on(base_url: str) -> int:
 # py-spy runs and windows
 # --------------------------------------------------------------------------------------------
 
+def cpu_seconds(processes: Sequence[ProcessInfo]) -> list[float] | None:
+    """User + system CPU seconds of each process so far (its own threads, not children);
+    None when one is gone or unreadable."""
+    try:
+        return [sum(psutil.Process(p.pid).cpu_times()[:2]) for p in processes]
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return None
+
+
 class PySpyRun:
     """One `py-spy record` of one process for one window. It samples until `stop()` sends
     it SIGINT (py-spy then writes its file and exits 0): every process's window then ends at
@@ -226,6 +235,7 @@ class WindowRecording:
     index: int
     runs: list[PySpyRun]
     end: float  # when the window was stopped (time.perf_counter)
+    cpu_s: list[float] | None = None  # CPU seconds of each run's process in the window
 
     @property
     def start(self) -> float:
@@ -279,12 +289,15 @@ class Sampler:
         ]
         for run in self._live:
             run.wait_started()
+        cpu0 = cpu_seconds(self.processes)
         start = statistics.fmean(r.started_at for r in self._live if r.started_at is not None)
         self._stop.wait(max(0.0, start + self.opts.window_s - time.perf_counter()))
         end = time.perf_counter()
+        cpu1 = cpu_seconds(self.processes)
         for run in self._live:
             run.stop()
-        return WindowRecording(i, self._live, end)
+        cpu = [b - a for a, b in zip(cpu0, cpu1, strict=True)] if cpu0 and cpu1 else None
+        return WindowRecording(i, self._live, end, cpu)
 
     def abort_reason(self) -> str | None:
         """For the load's abort hook: stop sending once the windows are over."""
@@ -328,7 +341,7 @@ def assemble_profile(recordings: Sequence[WindowRecording], events: Sequence[tup
         windows.append(Window(
             index=rec.index, start_s=round(rec.start - t0, 4), end_s=round(rec.end - t0, 4),
             output_tokens=round(tokens_between(events, rec.start, rec.end), 3),
-            sample_s=1.0 / opts.rate_hz, stacks=stacks,
+            sample_s=1.0 / opts.rate_hz, cpu_s=rec.cpu_s, stacks=stacks,
         ))
     return BuildProfile(
         label=label, created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),

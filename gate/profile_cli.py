@@ -18,7 +18,7 @@ from gate.profile import DEFAULT_RATE_HZ, SPEEDSCOPE_FILE, SamplingOptions, prof
 from gate.profile_data import load_profile
 from gate.profile_diff import (
     PROFILE_DIFF_FILE,
-    NoiseSettings,
+    DiffSettings,
     diff_profiles,
     render_table,
     save_profile_diff,
@@ -69,7 +69,10 @@ def _register_diff(cmds) -> None:
     d.add_argument("--hunks", type=Path, help="hunks.json to rank by the measured evidence")
     d.add_argument("--repo", type=Path, help="git repository of the hunks (default: hunks.json's)")
     d.add_argument("--top", type=int, default=15, help="rows of the printed table")
-    defaults = NoiseSettings()
+    defaults = DiffSettings()
+    d.add_argument("--basis", choices=("cpu", "wall"), default=defaults.basis,
+                   help="weigh samples by wall time, or by each process's CPU time (default: "
+                        "cpu, which a busy machine does not inflate)")
     d.add_argument("--confidence", type=float, default=defaults.confidence)
     d.add_argument("--min-share", type=float, default=defaults.min_share,
                    help="smallest difference named, as a share of the base build's total")
@@ -106,8 +109,8 @@ def record_main(args) -> int:
 
 def diff_main(args) -> int:
     try:
-        settings = NoiseSettings(confidence=args.confidence, min_share=args.min_share,
-                                 min_rel=args.min_rel)
+        settings = DiffSettings(basis=args.basis, confidence=args.confidence,
+                                min_share=args.min_share, min_rel=args.min_rel)
     except ValidationError as exc:
         first = exc.errors()[0]
         raise GateError(f"--{str(first['loc'][0]).replace('_', '-')}: {first['msg']}") from None
@@ -116,7 +119,7 @@ def diff_main(args) -> int:
     diff = diff_profiles(base, head, settings)
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
-    diff.artifacts = write_artifacts(base, head, args, out)
+    diff.artifacts = write_artifacts(base, head, settings.basis, args, out)
     evidence = None
     if hunkset is not None:
         evidence = rank_hunks_by_evidence(hunkset, diff, args.repo or Path(hunkset.repo))
@@ -139,9 +142,9 @@ def diff_main(args) -> int:
     return EXIT_PASS
 
 
-def write_artifacts(base, head, args, out: Path) -> dict[str, str]:
+def write_artifacts(base, head, basis: str, args, out: Path) -> dict[str, str]:
     """diff.folded and the differential SVG; the builds' own speedscope files by path."""
-    b, h = flamegraph.folded(base), flamegraph.folded(head)
+    b, h = flamegraph.folded(base, basis), flamegraph.folded(head, basis)
     (out / "diff.folded").write_text(flamegraph.diff_folded_text(b, h))
     title = f"{head.label} vs {base.label}: differential flame graph (per 1k output tokens)"
     (out / "diff-flamegraph.svg").write_text(flamegraph.render_svg(b, h, title))

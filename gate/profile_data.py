@@ -32,6 +32,19 @@ _PACKAGE_DIRS = ("/site-packages/", "/dist-packages/")
 # The standard library: lib/python3.11/json/encoder.py -> json/encoder.py
 _STDLIB = re.compile(r"/lib/python\d+\.\d+/")
 
+_SHM = "vllm/distributed/device_communicators/shm_broadcast.py"
+# Spin-waits. A thread that polls in a loop (os.sched_yield) instead of blocking looks busy to
+# a sampler, and the time it spends so grows with the *other* process's work: vLLM's engine
+# core spins on the shared-memory queue while its worker runs a step, so a slower step shows
+# up there as much as in the function that got slower. A sample whose stack holds one of
+# these frames is counted as waiting, apart from every function.
+WAIT_FRAMES = frozenset({
+    ("vllm/distributed/utils.py", "sched_yield"),
+    (_SHM, "MessageQueue.acquire_read"),
+    (_SHM, "MessageQueue.acquire_write"),
+    (_SHM, "SpinCondition.wait"),
+})
+
 
 class FrameInfo(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -69,11 +82,29 @@ class Window(BaseModel):
     end_s: float
     output_tokens: float = Field(ge=0, description="output tokens produced inside the window")
     sample_s: float = Field(gt=0, description="seconds of thread time one sample stands for")
+    cpu_s: list[float] | None = Field(
+        None, description="CPU seconds each process (by index) used in the window; None: "
+        "not measured")
     stacks: list[StackCount] = Field(default_factory=list)
 
     @property
     def samples(self) -> int:
         return sum(s.count for s in self.stacks)
+
+    def sample_ms(self, n_processes: int, basis: str) -> list[float]:
+        """ms that one sample of each process stands for. Wall: 1000 * sample_s. CPU: that,
+        scaled by the process's CPU time over its sampled active time in this window (at
+        most 1): py-spy counts a thread that is runnable but waiting for a core as active,
+        so on a busy machine every function of a starved process looks slower; its CPU time
+        does not. Without measured CPU times both bases are the same."""
+        wall = 1000.0 * self.sample_s
+        if basis == "wall" or self.cpu_s is None:
+            return [wall] * n_processes
+        active = [0] * n_processes
+        for s in self.stacks:
+            active[s.process] += s.count
+        return [wall * min(1.0, cpu / (n * self.sample_s)) if n else wall
+                for cpu, n in zip(self.cpu_s, active, strict=True)]
 
 
 class BuildProfile(BaseModel):
@@ -95,6 +126,10 @@ class BuildProfile(BaseModel):
     @property
     def output_tokens(self) -> float:
         return sum(w.output_tokens for w in self.windows)
+
+    def waiting_frames(self) -> set[int]:
+        """Indexes of the frames in WAIT_FRAMES."""
+        return {i for i, f in enumerate(self.frames) if f.key in WAIT_FRAMES}
 
 
 def relative_file(path: str, roots: Sequence[str | Path] = ()) -> str:

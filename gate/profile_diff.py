@@ -1,6 +1,10 @@
 """profile-diff.json: where the head build spends more (or less) time than the base, per
 function, in ms of samples per 1k output tokens, and which differences are beyond noise.
 
+Spin-waits (profile_data.WAIT_FRAMES: vLLM's engine core and workers poll their shared-memory
+queues with sched_yield) are left out of every function and reported as `waiting`: their time
+grows with the other process's work, not with their own.
+
 Normalisation. For a build, a function's time per 1k output tokens is
     sum over windows (samples * sample_s) * 1000 ms / sum over windows (output tokens) * 1000,
 self time counting the samples where it is the innermost frame, inclusive time those where it
@@ -16,7 +20,8 @@ samples (and makes the interval conservative when counts are large, by up to a f
 sqrt(2) in width). The difference head - base is computed per replicate, the two builds
 drawn independently, and a difference is named only when
   1. the percentile interval at `confidence` (default 99%) excludes zero, and
-  2. it is at least `min_share` (1%) of the base build's total sampled time per 1k tokens
+  2. it is at least `min_share` (1%) of the base build's sampled time per 1k tokens (waits
+     left out)
      (a scale-free floor: CPU and GPU runners differ by orders of magnitude), and
   3. it is at least `min_rel` (20%) of the base build's own figure for that function
      (a whole-server slowdown, e.g. a busier machine, moves every caller's inclusive time by
@@ -30,6 +35,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -46,15 +52,20 @@ KEEP_INSIGNIFICANT = 100  # the largest differences kept in the file besides the
 _CHUNK = 64  # functions per bootstrap block (bounds memory: chunk x replicates x windows)
 
 METHOD = (
-    "ms of py-spy samples per 1k output tokens, summed over the sampled processes; a "
+    "ms ({basis} basis) of py-spy samples per 1k output tokens, summed over the sampled processes, spin-waits "
+    "left out; a "
     "difference is named when its {conf:.0%} bootstrap interval (windows resampled, counts "
     "Poisson-redrawn) excludes zero and it is at least {share:.0%} of the base build's total "
     "and {rel:.0%} of the function's base figure"
 )
 
 
-class NoiseSettings(BaseModel):
+class DiffSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    basis: Literal["cpu", "wall"] = Field(
+        "cpu", description="what a sample weighs: wall = 1/rate; cpu = scaled by the process's "
+        "CPU time over its active time in the window (see profile_data.Window.sample_ms)")
 
     confidence: float = Field(0.99, gt=0.5, lt=1.0)
     replicates: int = Field(2000, ge=200)
@@ -106,7 +117,8 @@ class ProfileDiff(BaseModel):
     base_tokens: float
     head_tokens: float
     total: Change = Field(description="all samples of all processes")
-    settings: NoiseSettings
+    waiting: Change = Field(description="samples in known spin-waits, left out of the functions")
+    settings: DiffSettings
     method: str
     functions: list[FunctionDiff] = Field(
         default_factory=list, description="ranked: added self time, added inclusive time, "
@@ -130,54 +142,80 @@ class ProfileDiff(BaseModel):
 # --------------------------------------------------------------------------------------------
 
 @dataclass
+class Series:
+    """A figure per window: how many samples, and the ms they stand for."""
+
+    counts: np.ndarray
+    ms: np.ndarray
+
+    @classmethod
+    def zeros(cls, windows: int) -> Series:
+        return cls(np.zeros(windows), np.zeros(windows))
+
+    def add(self, window: int, count: int, ms: float) -> None:
+        self.counts[window] += count
+        self.ms[window] += count * ms
+
+
+Key = tuple[str, str]
+
+
+@dataclass
 class Counts:
-    """One build's samples per (function, window): self and inclusive."""
+    """One build's samples per (function, window): self and inclusive, and the totals."""
 
-    self_counts: dict[tuple[str, str], np.ndarray]
-    incl_counts: dict[tuple[str, str], np.ndarray]
-    lines: dict[tuple[str, str], int]
+    self_time: dict[Key, Series]
+    inclusive: dict[Key, Series]
+    lines: dict[Key, int]
     tokens: np.ndarray  # per window
-    sample_ms: np.ndarray  # per window: ms one sample stands for
-    total: np.ndarray  # all samples per window
+    total: Series  # all samples
+    waiting: Series  # samples in spin-waits (profile_data.WAIT_FRAMES)
 
 
-def count_functions(profile: BuildProfile) -> Counts:
+def count_functions(profile: BuildProfile, basis: str = "cpu") -> Counts:
     k = len(profile.windows)
     keys = [f.key for f in profile.frames]
-    self_c: dict[tuple[str, str], np.ndarray] = defaultdict(lambda: np.zeros(k))
-    incl_c: dict[tuple[str, str], np.ndarray] = defaultdict(lambda: np.zeros(k))
-    total = np.zeros(k)
+    self_t: dict[Key, Series] = defaultdict(lambda: Series.zeros(k))
+    incl: dict[Key, Series] = defaultdict(lambda: Series.zeros(k))
+    total, waiting = Series.zeros(k), Series.zeros(k)
+    waits = profile.waiting_frames()
     for w, window in enumerate(profile.windows):
+        weights = window.sample_ms(len(profile.processes), basis)
         for stack in window.stacks:
-            total[w] += stack.count
-            if not stack.frames:
-                continue
-            self_c[keys[stack.frames[-1]]][w] += stack.count
-            for key in {keys[i] for i in stack.frames}:
-                incl_c[key][w] += stack.count
-    lines: dict[tuple[str, str], int] = {}
+            ms = weights[stack.process]
+            total.add(w, stack.count, ms)
+            if waits.intersection(stack.frames):
+                waiting.add(w, stack.count, ms)
+            elif stack.frames:
+                self_t[keys[stack.frames[-1]]].add(w, stack.count, ms)
+                for key in {keys[i] for i in stack.frames}:
+                    incl[key].add(w, stack.count, ms)
+    lines: dict[Key, int] = {}
     for f in profile.frames:
         lines.setdefault(f.key, f.line)
-    return Counts(dict(self_c), dict(incl_c), lines,
-                  np.array([w.output_tokens for w in profile.windows], dtype=float),
-                  np.array([w.sample_s * 1000 for w in profile.windows], dtype=float), total)
+    tokens = np.array([w.output_tokens for w in profile.windows], dtype=float)
+    return Counts(dict(self_t), dict(incl), lines, tokens, total, waiting)
 
 
-def per_1k(counts: np.ndarray, sample_ms: np.ndarray, tokens: np.ndarray) -> np.ndarray:
-    """ms per 1k output tokens of [..., windows] counts, pooled over the windows."""
-    return (counts * sample_ms).sum(axis=-1) / tokens.sum() * 1000.0
+def per_1k(ms: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+    """ms per 1k output tokens of [..., windows] ms, pooled over the windows."""
+    return ms.sum(axis=-1) / tokens.sum() * 1000.0
 
 
-def bootstrap_per_1k(counts: np.ndarray, sample_ms: np.ndarray, tokens: np.ndarray,
-                     rng: np.random.Generator, replicates: int) -> np.ndarray:
-    """[functions, replicates] per-1k figures: windows resampled, counts Poisson-redrawn."""
-    k = counts.shape[-1]
+def bootstrap_per_1k(series: Series, tokens: np.ndarray, rng: np.random.Generator,
+                     replicates: int) -> np.ndarray:
+    """[functions, replicates] per-1k figures of [functions, windows] series: windows
+    resampled, each chosen window's count Poisson-redrawn at its ms per sample."""
+    k = series.counts.shape[-1]
     idx = rng.integers(0, k, size=(replicates, k))
     tok = tokens[idx].sum(axis=-1)
-    out = np.empty((counts.shape[0], replicates))
-    for lo in range(0, counts.shape[0], _CHUNK):
-        drawn = rng.poisson(counts[lo:lo + _CHUNK][:, idx])  # [chunk, replicates, windows]
-        out[lo:lo + _CHUNK] = (drawn * sample_ms[idx]).sum(axis=-1) / tok * 1000.0
+    per_sample = np.divide(series.ms, series.counts, out=np.zeros_like(series.ms),
+                           where=series.counts > 0)
+    out = np.empty((series.counts.shape[0], replicates))
+    for lo in range(0, series.counts.shape[0], _CHUNK):
+        block = slice(lo, lo + _CHUNK)
+        drawn = rng.poisson(series.counts[block][:, idx])  # [chunk, replicates, windows]
+        out[block] = (drawn * per_sample[block][:, idx]).sum(axis=-1) / tok * 1000.0
     return out
 
 
@@ -185,19 +223,21 @@ def bootstrap_per_1k(counts: np.ndarray, sample_ms: np.ndarray, tokens: np.ndarr
 # The diff
 # --------------------------------------------------------------------------------------------
 
-def judge(base_c: np.ndarray, head_c: np.ndarray, b: Counts, h: Counts, floor_ms: float,
-          settings: NoiseSettings, rng: np.random.Generator) -> list[Change]:
-    """Changes of one metric for aligned [functions, windows] count arrays."""
-    base_ms = per_1k(base_c, b.sample_ms, b.tokens)
-    head_ms = per_1k(head_c, h.sample_ms, h.tokens)
+def judge(base: Series, head: Series, b_tokens: np.ndarray, h_tokens: np.ndarray,
+          floor_ms: float, settings: DiffSettings, rng: np.random.Generator) -> list[Change]:
+    """Changes of one metric for aligned [functions, windows] series."""
+    base_ms, head_ms = per_1k(base.ms, b_tokens), per_1k(head.ms, h_tokens)
     diff = head_ms - base_ms
     tested = (np.abs(diff) >= floor_ms) & (np.abs(diff) >= settings.min_rel * base_ms)
     changes = [Change(base=round(float(x), 3), head=round(float(y), 3), diff=round(float(d), 3))
                for x, y, d in zip(base_ms, head_ms, diff, strict=True)]
     rows = np.flatnonzero(tested)
     if rows.size:
-        reps = (bootstrap_per_1k(head_c[rows], h.sample_ms, h.tokens, rng, settings.replicates)
-                - bootstrap_per_1k(base_c[rows], b.sample_ms, b.tokens, rng, settings.replicates))
+        def pick(s: Series) -> Series:
+            return Series(s.counts[rows], s.ms[rows])
+
+        reps = (bootstrap_per_1k(pick(head), h_tokens, rng, settings.replicates)
+                - bootstrap_per_1k(pick(base), b_tokens, rng, settings.replicates))
         tail = (1 - settings.confidence) / 2 * 100
         lows, highs = np.percentile(reps, [tail, 100 - tail], axis=1)
         for r, lo, hi in zip(rows, lows, highs, strict=True):
@@ -205,6 +245,18 @@ def judge(base_c: np.ndarray, head_c: np.ndarray, b: Counts, h: Counts, floor_ms
             c.low, c.high = round(float(lo), 3), round(float(hi), 3)
             c.significant = bool(lo > 0 or hi < 0)
     return changes
+
+
+def stacked(table: dict[Key, Series], keys: list[Key], windows: int) -> Series:
+    """[functions, windows] arrays in `keys` order (zeros where a build lacks a function)."""
+    zero = Series.zeros(windows)
+    rows = [table.get(k, zero) for k in keys]
+    return Series(np.array([r.counts for r in rows]).reshape(len(keys), windows),
+                  np.array([r.ms for r in rows]).reshape(len(keys), windows))
+
+
+def one(s: Series) -> Series:
+    return Series(s.counts[None, :], s.ms[None, :])
 
 
 def rank_key(f: FunctionDiff) -> tuple[int, float]:
@@ -219,25 +271,21 @@ def rank_key(f: FunctionDiff) -> tuple[int, float]:
 
 
 def diff_profiles(base: BuildProfile, head: BuildProfile,
-                  settings: NoiseSettings | None = None) -> ProfileDiff:
+                  settings: DiffSettings | None = None) -> ProfileDiff:
     """Diff head against base per function; see the module's docstring for the method."""
-    settings = settings or NoiseSettings()
-    b, h = count_functions(base), count_functions(head)
+    settings = settings or DiffSettings()
+    b, h = count_functions(base, settings.basis), count_functions(head, settings.basis)
     rng = rng_for(f"profile-diff:{base.label}:{head.label}")
-    keys = sorted(set(b.incl_counts) | set(h.incl_counts))
-    base_total = float(per_1k(b.total, b.sample_ms, b.tokens))
-    floor_ms = settings.min_share * base_total
-
-    def stack(c: Counts, table: dict[tuple[str, str], np.ndarray]) -> np.ndarray:
-        zero = np.zeros(len(c.tokens))
-        return np.array([table.get(k, zero) for k in keys]).reshape(len(keys), len(c.tokens))
-
-    self_changes = judge(stack(b, b.self_counts), stack(h, h.self_counts), b, h,
-                         floor_ms, settings, rng) if keys else []
-    incl_changes = judge(stack(b, b.incl_counts), stack(h, h.incl_counts), b, h,
-                         floor_ms, settings, rng) if keys else []
-    total = judge(b.total[None, :], h.total[None, :], b, h, 0.0,
-                  settings.model_copy(update={"min_rel": 0.0}), rng)[0]
+    keys = sorted(set(b.inclusive) | set(h.inclusive))
+    floor_ms = settings.min_share * float(per_1k(b.total.ms - b.waiting.ms, b.tokens))
+    kb, kh = len(b.tokens), len(h.tokens)
+    self_changes = judge(stacked(b.self_time, keys, kb), stacked(h.self_time, keys, kh),
+                         b.tokens, h.tokens, floor_ms, settings, rng) if keys else []
+    incl_changes = judge(stacked(b.inclusive, keys, kb), stacked(h.inclusive, keys, kh),
+                         b.tokens, h.tokens, floor_ms, settings, rng) if keys else []
+    overall = settings.model_copy(update={"min_rel": 0.0})
+    total, waiting = (judge(one(x), one(y), b.tokens, h.tokens, 0.0, overall, rng)[0]
+                      for x, y in ((b.total, h.total), (b.waiting, h.waiting)))
     functions = sorted(
         (FunctionDiff(file=k[0], name=k[1], line=h.lines.get(k) or b.lines.get(k, 0),
                       self_time=s, inclusive=i)
@@ -249,9 +297,9 @@ def diff_profiles(base: BuildProfile, head: BuildProfile,
         base_label=base.label, head_label=head.label, base_source=base.source,
         head_source=head.source, base_windows=len(base.windows), head_windows=len(head.windows),
         base_tokens=round(base.output_tokens, 1), head_tokens=round(head.output_tokens, 1),
-        total=total, settings=settings,
-        method=METHOD.format(conf=settings.confidence, share=settings.min_share,
-                             rel=settings.min_rel),
+        total=total, waiting=waiting, settings=settings,
+        method=METHOD.format(basis=settings.basis, conf=settings.confidence,
+                             share=settings.min_share, rel=settings.min_rel),
         functions=named + others, notes=profile_notes(base, head),
     )
 
@@ -307,7 +355,8 @@ def render_table(diff: ProfileDiff, limit: int = 15, fmt: str = "simple") -> str
                "incl base", "incl head", "incl diff"]
     named = len(diff.named)
     head = (f"{named} function(s) differ beyond noise ({UNIT}; * = beyond noise; "
-            f"total {diff.total.base:.0f} -> {diff.total.head:.0f})")
+            f"total {diff.total.base:.0f} -> {diff.total.head:.0f}, of which spin-waits "
+            f"{diff.waiting.base:.0f} -> {diff.waiting.head:.0f})")
     body = tabulate(table_rows(diff, limit), headers=headers, tablefmt=fmt,
                     disable_numparse=True)
     return f"{head}\n{body}"

@@ -16,7 +16,7 @@ from gate.attribution import (
     rank_hunks_by_evidence,
 )
 from gate.hunks import Hunk, extract_hunks
-from gate.profile_diff import Change, FunctionDiff, NoiseSettings, ProfileDiff
+from gate.profile_diff import Change, DiffSettings, FunctionDiff, ProfileDiff
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
@@ -92,7 +92,7 @@ def fdiff(file: str, name: str, self_diff: float = 0.0, self_sig: bool = False,
 
 def profile_diff(*functions: FunctionDiff) -> ProfileDiff:
     return ProfileDiff(base_label="base", head_label="head", base_windows=5, head_windows=5,
-                       base_tokens=1e4, head_tokens=1e4, total=change(), settings=NoiseSettings(),
+                       base_tokens=1e4, head_tokens=1e4, total=change(), waiting=change(), settings=DiffSettings(),
                        method="test", functions=list(functions))
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from profile_factories import FAST, MAIN, SLOW, STEP, make_profile, steady
 
-from gate.profile_diff import NoiseSettings, count_functions, diff_profiles, per_1k, render_table
+from gate.profile_diff import DiffSettings, count_functions, diff_profiles, per_1k, render_table
 
 
 def row(diff, spec):
@@ -18,12 +18,12 @@ def test_normalises_samples_to_ms_per_1k_output_tokens():
     # 100 samples at 100 Hz = 1000 ms of thread time, over 500 tokens = 2000 ms per 1k tokens.
     p = make_profile("base", [{(MAIN, STEP, SLOW): 60, (MAIN, STEP): 40}], tokens=500.0)
     c = count_functions(p)
-    assert per_1k(c.self_counts[("lib/utils.py", "apply_grammar_bitmask")], c.sample_ms,
+    assert per_1k(c.self_time[("lib/utils.py", "apply_grammar_bitmask")].ms,
                   c.tokens) == pytest.approx(1200.0)
-    assert per_1k(c.self_counts[("app.py", "step")], c.sample_ms, c.tokens) == pytest.approx(800)
-    assert per_1k(c.incl_counts[("app.py", "step")], c.sample_ms, c.tokens) == pytest.approx(2000)
-    assert per_1k(c.incl_counts[("app.py", "main")], c.sample_ms, c.tokens) == pytest.approx(2000)
-    assert ("app.py", "main") not in c.self_counts
+    assert per_1k(c.self_time[("app.py", "step")].ms, c.tokens) == pytest.approx(800)
+    assert per_1k(c.inclusive[("app.py", "step")].ms, c.tokens) == pytest.approx(2000)
+    assert per_1k(c.inclusive[("app.py", "main")].ms, c.tokens) == pytest.approx(2000)
+    assert ("app.py", "main") not in c.self_time
 
 
 def test_pools_windows_by_their_tokens_and_rate():
@@ -31,15 +31,15 @@ def test_pools_windows_by_their_tokens_and_rate():
     # 2000 ms over 4000 tokens = 500 ms per 1k tokens (not the mean of 1000 and 333).
     p = make_profile("b", [{(MAIN,): 50}, {(MAIN,): 50}], tokens=[1000.0, 3000.0], rate_hz=50)
     c = count_functions(p)
-    assert per_1k(c.total, c.sample_ms, c.tokens) == pytest.approx(500.0)
+    assert per_1k(c.total.ms, c.tokens) == pytest.approx(500.0)
 
 
 def test_recursion_counts_once_in_inclusive_time():
     p = make_profile("b", [{(MAIN, STEP, MAIN, STEP): 10}], tokens=100.0)
     c = count_functions(p)
-    assert c.incl_counts[("app.py", "main")][0] == 10
-    assert c.incl_counts[("app.py", "step")][0] == 10
-    assert c.self_counts[("app.py", "step")][0] == 10
+    assert c.inclusive[("app.py", "main")].counts[0] == 10
+    assert c.inclusive[("app.py", "step")].counts[0] == 10
+    assert c.self_time[("app.py", "step")].counts[0] == 10
 
 
 def test_a_slowed_function_is_named_with_its_added_time():
@@ -72,7 +72,7 @@ def test_a_handful_of_samples_is_counting_noise():
     head[1][(MAIN, STEP, SLOW)] = 1
     head[3][(MAIN, STEP, SLOW)] = 2
     diff = diff_profiles(make_profile("base", base), make_profile("head", head),
-                         NoiseSettings(min_share=0, min_rel=0))
+                         DiffSettings(min_share=0, min_rel=0))
     slow = row(diff, SLOW)
     assert slow.self_time.diff == pytest.approx(6.0)  # 30 ms over 5000 tokens
     assert slow.self_time.low is not None and slow.self_time.low <= 0
@@ -85,7 +85,7 @@ def test_windows_that_disagree_are_noise_even_with_many_samples():
     for i, n in enumerate([20, 500, 20, 500, 20]):  # mean 212 vs 200, wildly unsteady
         head[i][(MAIN, STEP, SLOW)] = n
     diff = diff_profiles(make_profile("base", base), make_profile("head", head),
-                         NoiseSettings(min_share=0, min_rel=0))
+                         DiffSettings(min_share=0, min_rel=0))
     slow = row(diff, SLOW)
     assert slow.self_time.diff > 0 and not slow.self_time.significant
 
@@ -99,7 +99,7 @@ def test_steady_small_change_below_the_floors_is_not_named():
     slow = row(diff, SLOW)
     assert slow.self_time.low is None and not slow.self_time.significant
     strict = diff_profiles(make_profile("base", base), make_profile("head", head),
-                           NoiseSettings(min_rel=0.0, min_share=0.0))
+                           DiffSettings(min_rel=0.0, min_share=0.0))
     assert row(strict, SLOW).self_time.significant
 
 
@@ -110,7 +110,7 @@ def test_min_share_floor_is_relative_to_the_base_total():
     diff = diff_profiles(make_profile("base", base), make_profile("head", head))
     assert not row(diff, SLOW).self_time.significant
     loose = diff_profiles(make_profile("base", base), make_profile("head", head),
-                          NoiseSettings(min_share=0.0))
+                          DiffSettings(min_share=0.0))
     assert row(loose, SLOW).self_time.significant
 
 
@@ -142,3 +142,21 @@ def test_table_marks_differences_beyond_noise():
     assert "function(s) differ beyond noise" in lines[0]
     first = next(ln for ln in lines if "apply_grammar_bitmask" in ln)
     assert "lib/utils.py:10" in first and "+600.0 *" in first
+
+
+def test_spin_waits_are_left_out_of_the_functions():
+    wait = ("vllm/distributed/device_communicators/shm_broadcast.py:MessageQueue.dequeue",
+            "vllm/distributed/device_communicators/shm_broadcast.py:MessageQueue.acquire_read",
+            "vllm/distributed/utils.py:sched_yield")
+    base, head = steady(slow=20), steady(slow=80)
+    for w in base:
+        w[(MAIN, *wait)] = 100
+    for w in head:  # the engine core waits longer for the slower worker
+        w[(MAIN, *wait)] = 160
+    diff = diff_profiles(make_profile("base", base), make_profile("head", head))
+    assert diff.waiting.base == pytest.approx(1000.0) and diff.waiting.diff == pytest.approx(600)
+    assert diff.total.diff == pytest.approx(1200.0)
+    assert [f.name for f in diff.added if f.self_time.significant] == ["apply_grammar_bitmask"]
+    assert not any("sched_yield" in f.name or "acquire_read" in f.name for f in diff.functions)
+    assert row(diff, MAIN).inclusive.diff == pytest.approx(600.0)  # waits not in main either
+    assert "spin-waits 1000 -> 1600" in render_table(diff).splitlines()[0]

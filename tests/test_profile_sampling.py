@@ -67,6 +67,16 @@ def test_sampling_options_are_checked(change, message):
         SamplingOptions(**change).check()
 
 
+def titled(pid: int) -> list[str]:
+    out = []
+    for child in psutil.Process(pid).children():
+        try:
+            out += [a for a in child.cmdline()[:1] if a.startswith("VLLM::")]
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
 @pytest.fixture
 def fake_server_tree():
     """A real process tree shaped like vLLM's: a root with two retitled children (bash's
@@ -76,7 +86,7 @@ def fake_server_tree():
     root = subprocess.Popen(["bash", "-c", script], start_new_session=True)
     try:
         deadline = time.monotonic() + 10
-        while len(psutil.Process(root.pid).children()) < 3 and time.monotonic() < deadline:
+        while time.monotonic() < deadline and len(titled(root.pid)) < 2:  # exec done?
             time.sleep(0.05)
         yield root.pid
     finally:
