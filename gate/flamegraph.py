@@ -40,7 +40,7 @@ def frame_label(name: str, file: str, line: int) -> str:
     return f"{name} ({where})".replace(";", ",")
 
 
-def folded(profile: BuildProfile, basis: str = "cpu") -> dict[str, float]:
+def folded(profile: BuildProfile, basis: str = "wall") -> dict[str, float]:
     """Collapsed stacks `Role;frame;...` -> ms of samples per 1k output tokens; spin-waits
     (profile_data.WAIT_FRAMES) left out, as in the diff."""
     labels = [frame_label(f.name, f.file, f.line) for f in profile.frames]

@@ -70,9 +70,10 @@ def _register_diff(cmds) -> None:
     d.add_argument("--repo", type=Path, help="git repository of the hunks (default: hunks.json's)")
     d.add_argument("--top", type=int, default=15, help="rows of the printed table")
     defaults = DiffSettings()
-    d.add_argument("--basis", choices=("cpu", "wall"), default=defaults.basis,
-                   help="weigh samples by wall time, or by each process's CPU time (default: "
-                        "cpu, which a busy machine does not inflate)")
+    d.add_argument("--basis", choices=("wall", "cpu"), default=defaults.basis,
+                   help="weigh samples by wall time (default), or scale each process's by its "
+                        "CPU time over its active time: for programs that do not spin-wait, on "
+                        "a machine shared with other work")
     d.add_argument("--confidence", type=float, default=defaults.confidence)
     d.add_argument("--min-share", type=float, default=defaults.min_share,
                    help="smallest difference named, as a share of the base build's total")

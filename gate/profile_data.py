@@ -83,20 +83,21 @@ class Window(BaseModel):
     output_tokens: float = Field(ge=0, description="output tokens produced inside the window")
     sample_s: float = Field(gt=0, description="seconds of thread time one sample stands for")
     cpu_s: list[float] | None = Field(
-        None, description="CPU seconds each process (by index) used in the window; None: "
-        "not measured")
+        None, description="CPU seconds each process (by index) used in the window: py-spy "
+        "counts a thread that waits for a core as active (see sample_ms); None: not measured")
     stacks: list[StackCount] = Field(default_factory=list)
 
     @property
     def samples(self) -> int:
         return sum(s.count for s in self.stacks)
 
-    def sample_ms(self, n_processes: int, basis: str) -> list[float]:
+    def sample_ms(self, n_processes: int, basis: str = "wall") -> list[float]:
         """ms that one sample of each process stands for. Wall: 1000 * sample_s. CPU: that,
         scaled by the process's CPU time over its sampled active time in this window (at
-        most 1): py-spy counts a thread that is runnable but waiting for a core as active,
-        so on a busy machine every function of a starved process looks slower; its CPU time
-        does not. Without measured CPU times both bases are the same."""
+        most 1), so that a process starved of CPU by other work on the machine does not look
+        slower in every function. Sound for processes that do not spin-wait: vLLM's engine
+        core yields its core while it polls its queue, so there the scaling shrinks real work
+        too. Without measured CPU times both bases are the same."""
         wall = 1000.0 * self.sample_s
         if basis == "wall" or self.cpu_s is None:
             return [wall] * n_processes

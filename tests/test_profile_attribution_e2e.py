@@ -2,9 +2,14 @@
 three functions in a watched path, only one of them slower; a real workload program from each
 checkout, sampled by real py-spy; `gate hunks` and `gate profile diff` as a user runs them.
 
+The two checkouts' programs run side by side, sampled over the same seconds, and the diff
+weighs samples by CPU time (`--basis cpu`), so that both builds see the same machine: on a
+2-core machine shared with other busy processes, py-spy counted a starved process as active
+for whole windows in which it ran for 1% of the time.
+
 The slowed hunk matches no regression pattern, while another hunk's changed line names
 pin_memory and torch.full (pattern score 10): the evidence must still rank the slowed one
-first. Takes about 30 s (two 11 s profiles)."""
+first. Takes about 20 s (two 11 s profiles, side by side)."""
 
 from __future__ import annotations
 
@@ -30,18 +35,18 @@ GIT_ENV = {
     "GIT_CONFIG_NOSYSTEM": "1", "HOME": "/nonexistent",
 }
 UTILS = "vllm/v1/structured_output/utils.py"
-BASE_MS = 0.2  # per call, i.e. per token, of each of the three steps
-SLOWED_MS = 0.8  # fill_rows in the head: +0.6 ms per token = +600 ms per 1k tokens
+BASE_STEPS = 4000  # loop iterations per call (per token) of each of the three steps
+SLOWED_STEPS = 16000  # fill_rows in the head: 4x the work
 
 
 def spin_function(name: str, cost_line: str, extra: str = "", counter: str = "spins") -> str:
-    """A function that burns `cost_ms` per row in its own frame (self time)."""
+    """A function that does `steps` loop iterations per row in its own frame (self time):
+    a fixed amount of CPU work, so a busier machine stretches all three alike."""
     return (f"def {name}(rows):\n"
             f"    {cost_line}\n"
             f"{extra}"
-            f"    deadline = time.perf_counter() + cost_ms * rows / 1000.0\n"
             f"    {counter} = 0\n"
-            f"    while time.perf_counter() < deadline:\n"
+            f"    for _ in range(steps * rows):\n"
             f"        {counter} += 1\n"
             f"    return {counter}\n")
 
@@ -52,16 +57,15 @@ def padding(tag: str) -> str:
 
 
 def utils_source(head: bool) -> str:
-    fill_ms = SLOWED_MS if head else BASE_MS
+    fill = SLOWED_STEPS if head else BASE_STEPS
     staged = ("    staged = [0] * 8  # was torch.full((8,), 0, pin_memory=True): not needed\n"
               if head else "    staged = [0] * 8\n")
     return ('"""Stand-in for the structured-output utilities: three steps per token."""\n\n'
-            "import time\n\n\n"
-            + spin_function("fill_rows", f"cost_ms = {fill_ms}")
+            + spin_function("fill_rows", f"steps = {fill}")
             + padding("FILL")
-            + spin_function("stage_buffer", f"cost_ms = {BASE_MS}", staged)
+            + spin_function("stage_buffer", f"steps = {BASE_STEPS}", staged)
             + padding("STAGE")
-            + spin_function("apply_grammar_bitmask", f"cost_ms = {BASE_MS}",
+            + spin_function("apply_grammar_bitmask", f"steps = {BASE_STEPS}",
                             counter="count" if head else "acc"))
 
 
@@ -109,28 +113,35 @@ def build_repo(root: Path) -> tuple[Path, str, str]:
     return repo, base, git(repo, "rev-parse", "HEAD")
 
 
-def profile_checkout(repo: Path, sha: str, label: str, root: Path) -> Path:
-    """Check `sha` out into its own folder, run the workload there and profile it."""
-    checkout = root / f"checkout-{label}"
-    git(repo, "worktree", "add", "-q", "--detach", str(checkout), sha)
-    stamps, out = root / f"{label}-stamps.json", root / f"profile-{label}"
-    prog = subprocess.Popen([sys.executable, "workload.py", str(stamps)], cwd=checkout)
+def checkout(repo: Path, sha: str, folder: Path) -> Path:
+    git(repo, "worktree", "add", "-q", "--detach", str(folder), sha)
+    return folder
+
+
+def profile_side_by_side(builds: dict[str, Path], root: Path) -> dict[str, Path]:
+    """Run every checkout's workload at once and sample each with its own Sampler."""
     opts = SamplingOptions(rate_hz=100, windows=5, window_s=2.0, settle_s=1.0)
-    procs = [ProcessInfo(pid=prog.pid, role="Workload", title="workload.py")]
+    progs = {label: subprocess.Popen([sys.executable, "workload.py", str(root / f"{label}.json")],
+                                     cwd=folder) for label, folder in builds.items()}
+    samplers, procs = {}, {}
     try:
-        time.sleep(0.5)  # the interpreter must be up before py-spy can read its version
-        sampler = Sampler(procs, opts, out / "raw", log=lambda _: None)
+        time.sleep(0.5)  # the interpreters must be up before py-spy can read their version
         t0 = time.perf_counter()
-        sampler.start()
-        assert sampler.done.wait(120)
+        for label, prog in progs.items():
+            procs[label] = [ProcessInfo(pid=prog.pid, role="Workload", title="workload.py")]
+            samplers[label] = Sampler(procs[label], opts, root / label / "raw", log=lambda _: None)
+            samplers[label].start()
+        assert all(s.done.wait(120) for s in samplers.values())
     finally:
-        prog.terminate()
-        prog.wait(timeout=30)
-    events = [(t, 1.0) for t in json.loads(stamps.read_text())]
-    profile = assemble_profile(sampler.result(), events, procs, opts, t0, label=label,
-                               source="workload.py", roots=[checkout])
-    save_profile(profile, out)
-    return out
+        for prog in progs.values():
+            prog.terminate()
+            prog.wait(timeout=30)
+    for label, sampler in samplers.items():
+        events = [(t, 1.0) for t in json.loads((root / f"{label}.json").read_text())]
+        profile = assemble_profile(sampler.result(), events, procs[label], opts, t0, label=label,
+                                   source="workload.py", roots=[builds[label]])
+        save_profile(profile, root / label)
+    return {label: root / label for label in builds}
 
 
 @pytest.fixture(scope="module")
@@ -141,11 +152,12 @@ def pr_profiles(tmp_path_factory):
     proc = run_gate("hunks", "--repo", str(repo), "--base", base, "--head", head,
                     "--out", str(hunks))
     assert proc.returncode == 0, proc.stderr
-    base_dir = profile_checkout(repo, base, "base", root)
-    head_dir = profile_checkout(repo, head, "head", root)
+    dirs = profile_side_by_side({"base": checkout(repo, base, root / "checkout-base"),
+                                 "head": checkout(repo, head, root / "checkout-head")}, root)
     out = root / "diff"
-    proc = run_gate("profile", "diff", str(base_dir), str(head_dir), "--hunks", str(hunks),
-                    "--repo", str(repo), "--out", str(out))
+    # The workload never spin-waits: CPU time tells its work from waiting for a core.
+    proc = run_gate("profile", "diff", str(dirs["base"]), str(dirs["head"]), "--hunks", str(hunks),
+                    "--repo", str(repo), "--out", str(out), "--basis", "cpu")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return hunks, out, proc.stdout
 
@@ -155,7 +167,7 @@ def changed_function(hunk) -> str:
     changed = "\n".join(ln for ln in hunk.text.splitlines() if ln[:1] in "+-")
     if "staged" in changed:
         return "stage_buffer"
-    return "fill_rows" if f"cost_ms = {SLOWED_MS}" in changed else "apply_grammar_bitmask"
+    return "fill_rows" if f"steps = {SLOWED_STEPS}" in changed else "apply_grammar_bitmask"
 
 
 def test_patterns_alone_would_rank_another_hunk_first(pr_profiles):
@@ -172,8 +184,11 @@ def test_the_slowed_function_is_ranked_first_by_evidence(pr_profiles):
     first = evidence.hunks[0]
     assert first.path == UTILS and first.tier == "self"
     assert [f.name for f in first.functions] == ["fill_rows"]
-    # +0.6 ms per token injected; sampled figure within a factor 1.5.
-    assert 400 <= first.added_ms <= 900, first.evidence
+    # 3x fill_rows's base time per token added; the sampled figure within a factor 1.5.
+    fill = next(f for f in load_profile_diff(out / "profile-diff.json").functions
+                if f.name == "fill_rows")
+    expected = (SLOWED_STEPS / BASE_STEPS - 1) * fill.self_time.base
+    assert expected / 1.5 <= first.added_ms <= expected * 1.5, first.evidence
     assert first.evidence.startswith("+") and "in fill_rows, vllm/v1/structured_output/utils.py:" \
         in first.evidence
     assert f"hunk 1: {UTILS}:" in stdout and "fill_rows" in stdout.split("hunk 2:")[0]
@@ -194,7 +209,7 @@ def test_the_unchanged_speed_functions_show_no_significant_difference(pr_profile
     fill = by_name["fill_rows"]
     assert fill.self_time.significant and diff.added[0] is not None
     assert diff.added[0].name == "fill_rows"
-    assert 0.5 < fill.self_time.head / fill.self_time.base / (SLOWED_MS / BASE_MS) < 1.5
+    assert 1 / 1.5 < fill.self_time.head / fill.self_time.base / (SLOWED_STEPS / BASE_STEPS) < 1.5
 
 
 def test_artifacts(pr_profiles):

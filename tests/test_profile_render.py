@@ -118,7 +118,7 @@ def test_profile_diff_cli_writes_every_artifact(tmp_path):
     proc = run_gate("profile", "diff", str(tmp_path / "base"), str(tmp_path / "head"),
                     "--out", str(tmp_path / "out"))
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines()[0].startswith("3 function(s) differ beyond noise")  # + 2 callers
+    assert proc.stdout.splitlines()[0].startswith("2 function(s) differ beyond noise")  # + its caller
     assert SLOW.split(":")[1] in proc.stdout.splitlines()[3]
     names = {p.name for p in (tmp_path / "out").iterdir()}
     assert names == {"profile-diff.json", "profile-diff.txt", "diff.folded",

@@ -3,6 +3,7 @@ process trees, py-spy failures, speedscope parsing, token counting, profile.json
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -70,10 +71,8 @@ def test_sampling_options_are_checked(change, message):
 def titled(pid: int) -> list[str]:
     out = []
     for child in psutil.Process(pid).children():
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             out += [a for a in child.cmdline()[:1] if a.startswith("VLLM::")]
-        except psutil.NoSuchProcess:
-            pass
     return out
 
 
