@@ -26,6 +26,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -452,9 +453,11 @@ def profile_server(base_url: str, plan: Plan, out: Path, opts: SamplingOptions, 
                    roots: Sequence[str | Path] = (), log: Callable[[str], None] = print,
                    ) -> BuildProfile:
     """Sample the server at `base_url` during a guided load; writes DIR/profile.json,
-    DIR/profile.speedscope.json and py-spy's own files under DIR/raw/."""
+    DIR/profile.speedscope.json and py-spy's own files under DIR/raw/, only on success."""
     opts.check()
     names = client.check_server(base_url)
+    if not names:
+        raise MeasurementError(f"{base_url} serves no model")
     model = plan.server.served_model_name if plan.server.served_model_name in names else names[0]
     root = pid or pid_listening_on(base_url)
     processes = server_processes(root)
@@ -462,11 +465,36 @@ def profile_server(base_url: str, plan: Plan, out: Path, opts: SamplingOptions, 
         f"{opts.rate_hz} Hz, {opts.windows} windows of {opts.window_s}s")
     load = ServerLoad(base_url, plan, model, concurrency or plan.drain.concurrency)
     req_per_s = load.warm_up()
+    out.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=".raw-", dir=out))
+    try:
+        recordings, responses, t0 = sample_under_load(load, processes, opts, scratch,
+                                                      req_per_s, root, log)
+        done = [r for r in responses if r.error is None]
+        profile = assemble_profile(recordings, token_events(done), processes, opts, t0,
+                                   label=label, source=base_url, roots=roots,
+                                   requests=len(done))
+        merge_speedscope(recordings, out / SPEEDSCOPE_FILE, f"{label} build")
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    shutil.rmtree(out / "raw", ignore_errors=True)
+    scratch.rename(out / "raw")
+    save_profile(profile, out)
+    return profile
+
+
+def sample_under_load(load: ServerLoad, processes: list[ProcessInfo], opts: SamplingOptions,
+                      raw_dir: Path, req_per_s: float, root: int,
+                      log: Callable[[str], None],
+                      ) -> tuple[list[WindowRecording], list[Response], float]:
+    """Keep the guided load on while the sampler runs its windows, then stop sending.
+    Returns the windows, the responses and the load's start (time.perf_counter)."""
     # Enough requests to outlast the windows three times over at the warm-up's pace.
     span = opts.settle_s + opts.windows * (opts.window_s + 1.0)
     count = math.ceil(3 * req_per_s * span) + 2 * load.concurrency
-    reqs = guided_requests(plan.workload, model, 2 * load.concurrency, count)
-    sampler = Sampler(processes, opts, out / "raw", log=log)
+    reqs = guided_requests(load.plan.workload, load.model, 2 * load.concurrency, count)
+    sampler = Sampler(processes, opts, raw_dir, log=log)
 
     def abort() -> str | None:
         if not psutil.pid_exists(root):
@@ -476,20 +504,16 @@ def profile_server(base_url: str, plan: Plan, out: Path, opts: SamplingOptions, 
     t0 = time.perf_counter()
     sampler.start()
     try:
-        responses, _, _ = load.run(reqs, abort)
+        responses = load.run(reqs, abort)[0]
         ran_out = not sampler.done.is_set()
     finally:
         if not sampler.done.is_set():
             sampler.stop()
+    if sampler.error is not None:
+        sampler.result()  # raises the sampling failure, the cause of any unsent requests
     if problems := load_problems(responses, reqs):
         raise MeasurementError("profile load: " + "; ".join(problems))
-    if ran_out and sampler.error is None:
+    if ran_out:
         raise MeasurementError(f"the guided load ended (all {count} requests done) before the "
                                "sampling windows did: the server sped up after the warm-up")
-    recordings = sampler.result()
-    done = [r for r in responses if r.error is None]
-    profile = assemble_profile(recordings, token_events(done), processes, opts, t0, label=label,
-                               source=base_url, roots=roots, requests=len(done))
-    merge_speedscope(recordings, out / SPEEDSCOPE_FILE, f"{label} build")
-    save_profile(profile, out)
-    return profile
+    return sampler.result(), responses, t0

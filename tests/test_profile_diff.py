@@ -160,3 +160,19 @@ def test_spin_waits_are_left_out_of_the_functions():
     assert not any("sched_yield" in f.name or "acquire_read" in f.name for f in diff.functions)
     assert row(diff, MAIN).inclusive.diff == pytest.approx(600.0)  # waits not in main either
     assert "spin-waits 1000 -> 1600" in render_table(diff).splitlines()[0]
+
+
+def test_cpu_basis_scales_each_process_by_the_cpu_it_got():
+    base = make_profile("base", steady(slow=20, fast=50, idle=30))  # 100 samples = 1 s
+    starved = make_profile("head", steady(slow=20, fast=50, idle=30))
+    for w in starved.windows:
+        w.cpu_s = [0.5]  # active 1 s, on a core for half of it
+    assert starved.windows[0].sample_ms(1, "cpu") == [pytest.approx(5.0)]
+    assert starved.windows[0].sample_ms(1, "wall") == [10.0]
+    base.windows[0].cpu_s = [3.0]  # more CPU than active time (threads py-spy cannot see)
+    assert base.windows[0].sample_ms(1, "cpu") == [10.0]
+    assert base.windows[1].sample_ms(1, "cpu") == [10.0]  # not measured: wall
+    d = diff_profiles(base, starved, DiffSettings(basis="cpu"))
+    assert d.total.diff == pytest.approx(-500.0) and d.settings.basis == "cpu"
+    assert "(cpu time)" in d.method
+    assert diff_profiles(base, starved).total.diff == 0  # wall time: the same
