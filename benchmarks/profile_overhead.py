@@ -23,16 +23,9 @@ import psutil
 from tabulate import tabulate
 
 from gate.plan import load_plan
-from gate.profile import (
-    WINDOW_OVER,
-    PySpyRun,
-    ServerLoad,
-    find_py_spy,
-    guided_requests,
-    server_processes,
-    token_events,
-)
+from gate.profile import WINDOW_OVER, PySpyRun, find_py_spy, server_processes
 from gate.profile_data import tokens_between
+from gate.profile_load import ServerLoad, guided_requests, token_events
 from gate.server import VllmServer
 from gate.tiny_model import ensure
 

@@ -14,7 +14,7 @@ from gate.attribution import EVIDENCE_FILE, rank_hunks_by_evidence, save_evidenc
 from gate.errors import EXIT_PASS, GateError
 from gate.hunks import load_hunks
 from gate.plan import load_plan
-from gate.profile import DEFAULT_RATE_HZ, SPEEDSCOPE_FILE, SamplingOptions, profile_server
+from gate.profile import DEFAULT_RATE_HZ, SPEEDSCOPE_FILE, SamplingOptions
 from gate.profile_data import load_profile
 from gate.profile_diff import (
     PROFILE_DIFF_FILE,
@@ -23,6 +23,7 @@ from gate.profile_diff import (
     render_table,
     save_profile_diff,
 )
+from gate.profile_load import profile_server
 from gate.profile_report import render_where_time
 from gate.progress import Progress
 from gate.run_cli import Terminated, sigterm_unwinds

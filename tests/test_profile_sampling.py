@@ -25,7 +25,6 @@ from gate.profile import (
     pid_listening_on,
     server_processes,
     should_profile,
-    token_events,
 )
 from gate.profile_data import (
     FrameTable,
@@ -36,6 +35,7 @@ from gate.profile_data import (
     speedscope_stacks,
     tokens_between,
 )
+from gate.profile_load import token_events
 from gate.verdict import Outcome
 
 
