@@ -49,9 +49,11 @@ PROFILE_POLICIES = ("always", "never", "auto")
 WINDOW_OVER = "profile window over"
 SPEEDSCOPE_FILE = "profile.speedscope.json"
 PY_SPY_ENV = "GATE_PY_SPY"  # path of the py-spy binary, when it is not next to python or on PATH
-# py-spy's --rate. 100 Hz is py-spy's default; benchmarks/profile_overhead.py measures what
-# it costs the server's throughput (docs/profile.md).
-DEFAULT_RATE_HZ = 100
+# py-spy's --rate. Measured with benchmarks/profile_overhead.py on the 2-core cpu-smoke server
+# (three processes sampled): 50 Hz cost py-spy 18% of one core and no throughput loss beyond
+# noise (+2%); 100 Hz cost 31% of a core and 8-9% of guided throughput. 50 Hz still gives
+# ~600 samples per busy thread in 5 windows of 2.5 s, plenty for the diff's floors.
+DEFAULT_RATE_HZ = 50
 
 
 def should_profile(policy: str, outcomes: Iterable[object]) -> bool:

