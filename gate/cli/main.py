@@ -17,6 +17,7 @@ from gate.cli import (
     fingerprint,
     hunks,
     install_vllm,
+    profile,
     publish,
     report,
     run,
@@ -31,7 +32,8 @@ from gate.settings import Settings
 
 # Every subcommand, in the order `gate --help` lists them.
 COMMANDS = (
-    doctor, run, ab, calibrate, compare, verdict, baseline, hunks, report, publish, trust, install_vllm, tiny_model, export,
+    doctor, run, ab, calibrate, compare, verdict, baseline, hunks, profile, report, publish,
+    trust, install_vllm, tiny_model, export,
     fingerprint,
 )
 

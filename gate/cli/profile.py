@@ -1,0 +1,154 @@
+"""`gate profile record` and `gate profile diff`: the command-line face of gate.profile,
+gate.profile_diff, gate.flamegraph and gate.attribution."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from gate import flamegraph
+from gate.attribution import EVIDENCE_FILE, rank_hunks_by_evidence, save_evidence
+from gate.errors import EXIT_PASS, GateError
+from gate.files import invalid
+from gate.hunks import load_hunks
+from gate.plan import load_plan
+from gate.profile import DEFAULT_RATE_HZ, SPEEDSCOPE_FILE, SamplingOptions
+from gate.profile_data import load_profile
+from gate.profile_diff import (
+    PROFILE_DIFF_FILE,
+    DiffSettings,
+    diff_profiles,
+    render_table,
+    save_profile_diff,
+)
+from gate.profile_load import profile_server
+from gate.profile_report import render_where_time
+from gate.progress import Progress
+from gate.settings import Settings
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("profile", help="profile a server with py-spy; diff two builds' profiles")
+    cmds = p.add_subparsers(dest="profile_command", metavar="SUBCOMMAND")
+    p.set_defaults(handler=lambda args, settings: _usage(p))
+    _register_record(cmds)
+    _register_diff(cmds)
+
+
+def _usage(parser: argparse.ArgumentParser) -> int:
+    parser.print_help()
+    raise GateError("name a subcommand: record or diff")
+
+
+def _register_record(cmds) -> None:
+    r = cmds.add_parser("record", help="sample a running vLLM server during a guided load")
+    r.add_argument("--base-url", required=True, help="the running server, e.g. http://127.0.0.1:8000")
+    r.add_argument("--pid", type=int, help="the server's root pid (default: what listens on the port)")
+    r.add_argument("--plan", help="plan whose workload builds the requests (default: cpu-smoke)")
+    r.add_argument("--out", type=Path, required=True, help="folder for profile.json and artifacts")
+    r.add_argument("--label", default="head", help="which build this is (base, head, ...)")
+    r.add_argument("--rate", type=int, default=DEFAULT_RATE_HZ, help="py-spy samples per second")
+    r.add_argument("--windows", type=int, default=5, help="sampling windows (noise is judged "
+                   "across them)")
+    r.add_argument("--window-s", type=float, default=3.0, help="seconds per window")
+    r.add_argument("--settle-s", type=float, default=2.0, help="load before the first window")
+    r.add_argument("--concurrency", type=int, help="requests in flight (default: the plan's drain)")
+    r.add_argument("--root", action="append", type=Path, default=[],
+                   help="source root that file names are made relative to (repeatable; "
+                        "site-packages always is; default: the current folder)")
+    r.add_argument("--quiet", action="store_true", help="no progress lines")
+    r.set_defaults(handler=record)
+
+
+def _register_diff(cmds) -> None:
+    d = cmds.add_parser("diff", help="diff two profiles per function, name what is beyond noise")
+    d.add_argument("base", type=Path, help="the base build's profile folder (or profile.json)")
+    d.add_argument("head", type=Path, help="the head build's profile folder (or profile.json)")
+    d.add_argument("--out", type=Path, required=True, help="folder for profile-diff.json etc.")
+    d.add_argument("--hunks", type=Path, help="hunks.json to rank by the measured evidence")
+    d.add_argument("--repo", type=Path, help="git repository of the hunks (default: hunks.json's)")
+    d.add_argument("--top", type=int, default=15, help="rows of the printed table")
+    defaults = DiffSettings()
+    d.add_argument("--basis", choices=("wall", "cpu"), default=defaults.basis,
+                   help="weigh samples by wall time (default), or scale each process's by its "
+                        "CPU time over its active time: for programs that do not spin-wait, on "
+                        "a machine shared with other work")
+    d.add_argument("--confidence", type=float, default=defaults.confidence)
+    d.add_argument("--min-share", type=float, default=defaults.min_share,
+                   help="smallest difference named, as a share of the base build's total")
+    d.add_argument("--min-rel", type=float, default=defaults.min_rel,
+                   help="smallest difference named, relative to the function's base figure")
+    d.set_defaults(handler=diff)
+
+
+def record(args, settings: Settings) -> int:
+    if args.concurrency is not None and args.concurrency < 1:
+        raise GateError(f"--concurrency must be at least 1, got {args.concurrency}")
+    opts = SamplingOptions(rate_hz=args.rate, windows=args.windows, window_s=args.window_s,
+                           settle_s=args.settle_s)
+    opts.check()
+    plan = load_plan(args.plan)
+    progress = Progress(quiet=args.quiet)
+    roots = args.root or [Path(os.getcwd())]
+    profile = profile_server(args.base_url, plan, args.out, opts, label=args.label,
+                             pid=args.pid, concurrency=args.concurrency, roots=roots,
+                             log=progress)
+    samples = sum(w.samples for w in profile.windows)
+    print(f"profile of {profile.label}: {samples} samples, {profile.output_tokens:.0f} output "
+          f"tokens in {len(profile.windows)} windows of {profile.window_s:.0f}s")
+    for note in profile.notes:
+        print(f"note: {note}")
+    print(f"profile: {args.out / 'profile.json'}\nspeedscope: {args.out / SPEEDSCOPE_FILE}")
+    return EXIT_PASS
+
+
+def diff(args, settings: Settings) -> int:
+    try:
+        diff_settings = DiffSettings(basis=args.basis, confidence=args.confidence,
+                                     min_share=args.min_share, min_rel=args.min_rel)
+    except ValidationError as exc:
+        raise invalid("profile diff settings", exc) from None
+    hunkset = load_hunks(args.hunks) if args.hunks else None
+    base, head = load_profile(args.base), load_profile(args.head)
+    diff = diff_profiles(base, head, diff_settings)
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    diff.artifacts = write_artifacts(base, head, diff_settings.basis, args, out)
+    evidence = None
+    if hunkset is not None:
+        evidence = rank_hunks_by_evidence(hunkset, diff, args.repo or Path(hunkset.repo))
+        diff.artifacts["evidence"] = str(save_evidence(evidence, out / EVIDENCE_FILE))
+    (out / "where-time.md").write_text(render_where_time(diff, evidence))
+    diff.artifacts["section"] = str(out / "where-time.md")
+    table = render_table(diff, args.top)
+    (out / "profile-diff.txt").write_text(table + "\n")
+    save_profile_diff(diff, out / PROFILE_DIFF_FILE)
+    print(table)
+    if evidence is not None:
+        for h in evidence.hunks[:5]:
+            why = h.evidence or f"no measured added time (pattern score {h.score:g})"
+            print(f"hunk {h.rank}: {h.path}:{h.new_start or h.old_start}: {why}")
+        for f in evidence.untouched[:5]:
+            print(f"no hunk touches: {f.sentence()}")
+    for note in diff.notes:
+        print(f"note: {note}")
+    print(f"\nprofile diff: {out / PROFILE_DIFF_FILE}")
+    return EXIT_PASS
+
+
+def write_artifacts(base, head, basis: str, args, out: Path) -> dict[str, str]:
+    """diff.folded and the differential SVG; the builds' own speedscope files by path."""
+    b, h = flamegraph.folded(base, basis), flamegraph.folded(head, basis)
+    (out / "diff.folded").write_text(flamegraph.diff_folded_text(b, h))
+    title = f"{head.label} vs {base.label}: differential flame graph (per 1k output tokens)"
+    (out / "diff-flamegraph.svg").write_text(flamegraph.render_svg(b, h, title))
+    artifacts = {"diff_folded": str(out / "diff.folded"),
+                 "flamegraph_svg": str(out / "diff-flamegraph.svg")}
+    for side, path in (("base", args.base), ("head", args.head)):
+        folder = path if path.is_dir() else path.parent
+        if (folder / SPEEDSCOPE_FILE).is_file():
+            artifacts[f"{side}_speedscope"] = str(folder / SPEEDSCOPE_FILE)
+    return artifacts
