@@ -21,6 +21,16 @@ from gate.plan import ServerSpec
 
 LOG_TAIL_LINES = 40
 
+# The server gets its own process group (so stop() can signal all of it) but stays in the
+# gate's session. A new session (setsid) would also put it in its own scheduler autogroup
+# (kernel.sched_autogroup_enabled, on by default in Ubuntu): on a small CPU runner the
+# client was then left runnable but unscheduled for 100+ ms at a time behind the server's
+# busy-polling EngineCore and pinned model worker, and read whole responses in one burst
+# (docs/background.md, "collapsed streams").
+_OWN_PROCESS_GROUP: dict = (
+    {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
+)
+
 
 def free_port(host: str) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -117,7 +127,7 @@ class VllmServer:
         try:
             self.proc = subprocess.Popen(
                 self.command, stdout=logfile, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=self.env, start_new_session=True,
+                env=self.env, **_OWN_PROCESS_GROUP,
             )
         except OSError as exc:
             raise GateError(f"cannot launch the server ({self.command[0]}): {exc}") from None
@@ -164,7 +174,7 @@ class VllmServer:
         proc = self.proc
         if proc is None:
             return None
-        pgid = proc.pid  # start_new_session: the group id is the leader's pid
+        pgid = proc.pid  # its own process group: the group id is the leader's pid
         if proc.poll() is None:
             _signal_group(pgid, signal.SIGTERM)
             with contextlib.suppress(subprocess.TimeoutExpired):
