@@ -29,6 +29,10 @@ from gate.doctor import DoctorReport
 from gate.errors import GateError, MeasurementError
 from gate.fingerprint import Fingerprint
 from gate.plan import Plan
+from gate.profile import SamplingOptions, should_profile
+from gate.profile_artifacts import write_diff
+from gate.profile_diff import DiffSettings, ProfileDiff
+from gate.profile_load import profile_server
 from gate.progress import Progress
 from gate.results import Results, ServerInfo, save_results
 from gate.session import BuildSession, Launch, cells_for_repeat, open_session
@@ -103,20 +107,66 @@ class ABResult:
     verdict: Verdict
     base: Results
     head: Results
+    profile: ProfileDiff | None = None
+
+
+@dataclass
+class Profiling:
+    """When and how to profile both builds after the rounds (gate.profile)."""
+
+    policy: str = "auto"  # always, never, auto: when a check failed or is inconclusive
+    options: SamplingOptions = field(default_factory=SamplingOptions)
 
 
 def ab(plan: Plan, base: Build, head: Build, out: Path, judge: Judge, progress: Progress,
-       cache_dir: Path) -> ABResult:
+       cache_dir: Path, profiling: Profiling | None = None) -> ABResult:
     started = time.monotonic()
     sides = {b.label: _side(plan, b, out, cache_dir) for b in (base, head)}
+    profiler = _Profiler(plan, out, profiling or Profiling(policy="never"), progress)
     loop = _persistent_rounds if plan.ab.servers == "persistent" else _per_round_rounds
-    verdict, rounds = loop(plan, sides, out, judge, progress, cache_dir, started)
+    verdict, rounds = loop(plan, sides, out, judge, progress, cache_dir, started, profiler)
     results = {label: side.results(plan, rounds) for label, side in sides.items()}
     for label, res in results.items():
         save_results(res, out / label / "results.json")
+    notes = verdict.notes + profiler.notes
     verdict = verdict.model_copy(update={
-        "rounds": rounds, "runner_seconds": _runner_seconds(results, time.monotonic() - started)})
-    return ABResult(verdict, results["base"], results["head"])
+        "rounds": rounds, "notes": notes,
+        "runner_seconds": _runner_seconds(results, time.monotonic() - started, profiler)})
+    return ABResult(verdict, results["base"], results["head"], profiler.diff)
+
+
+class _Profiler:
+    """Profiles both builds once the verdict is known, on servers that are still up, and
+    diffs them; a failure to profile is a note, never a change of the verdict."""
+
+    def __init__(self, plan: Plan, out: Path, profiling: Profiling, progress: Progress):
+        self.plan, self.out, self.profiling, self.progress = plan, out, profiling, progress
+        self.diff: ProfileDiff | None = None
+        self.notes: list[str] = []
+        self.seconds = 0.0
+
+    def wanted(self, verdict: Verdict) -> bool:
+        return should_profile(self.profiling.policy, [c.outcome for c in verdict.checks])
+
+    def run(self, sessions: dict[str, BuildSession]) -> None:
+        started = time.monotonic()
+        try:
+            profiles = {}
+            for label in ("base", "head"):
+                s = sessions[label]
+                self.progress(f"{label}: profiling the serving processes (py-spy)")
+                profiles[label] = profile_server(
+                    s.base_url, self.plan, self.out / label / "profile", self.profiling.options,
+                    label=label, pid=s.server_pid, log=self.progress)
+            written = write_diff(profiles["base"], profiles["head"], self.out / "profile-diff",
+                                 DiffSettings(), base_dir=self.out / "base" / "profile",
+                                 head_dir=self.out / "head" / "profile")
+            self.diff = written.diff
+            self.progress("profile diff:\n" + written.table)
+        except (GateError, MeasurementError) as exc:
+            self.notes.append(f"no profile diff: {str(exc).splitlines()[0]}")
+            self.progress(f"profiling failed: {exc}")
+        self.seconds += time.monotonic() - started
 
 
 def _side(plan: Plan, build: Build, out: Path, cache_dir: Path) -> Side:
@@ -136,7 +186,7 @@ class _Stop(Exception):
     """The measurement broke: judge what there is and stop."""
 
 
-def _persistent_rounds(plan, sides, out, judge, progress, cache_dir, started):
+def _persistent_rounds(plan, sides, out, judge, progress, cache_dir, started, profiler):
     base, head = sides["base"], sides["head"]
     with contextlib.ExitStack() as stack:
         try:
@@ -147,7 +197,10 @@ def _persistent_rounds(plan, sides, out, judge, progress, cache_dir, started):
             _record_error(sides, exc, progress)
             return _judge(plan, sides, judge, 0), 0
         measure_round = _alternating_round(base.sessions[0], head.sessions[0])
-        return _rounds(plan, sides, judge, progress, started, measure_round)
+        verdict, rounds = _rounds(plan, sides, judge, progress, started, measure_round)
+        if verdict.outcome != Outcome.ERROR and profiler.wanted(verdict):
+            profiler.run({"base": base.sessions[0], "head": head.sessions[0]})
+        return verdict, rounds
 
 
 def _alternating_round(base: BuildSession, head: BuildSession):
@@ -158,7 +211,7 @@ def _alternating_round(base: BuildSession, head: BuildSession):
     return measure_round
 
 
-def _per_round_rounds(plan, sides, out, judge, progress, cache_dir, started):
+def _per_round_rounds(plan, sides, out, judge, progress, cache_dir, started, profiler):
     def measure_round(plan: Plan, r: int) -> None:
         order = ("base", "head") if r % 2 == 0 else ("head", "base")
         for label in order:
@@ -168,7 +221,20 @@ def _per_round_rounds(plan, sides, out, judge, progress, cache_dir, started):
                 side.sessions.append(session)
                 for cell in cells_for_repeat(plan, r):
                     session.measure(cell)
-    return _rounds(plan, sides, judge, progress, started, measure_round)
+    verdict, rounds = _rounds(plan, sides, judge, progress, started, measure_round)
+    if verdict.outcome != Outcome.ERROR and profiler.wanted(verdict):
+        # The rounds' servers are gone: one more server per build, for the profile alone.
+        with contextlib.ExitStack() as stack:
+            try:
+                sessions = {label: stack.enter_context(open_session(
+                    plan, _launch(side, cache_dir, "profile-server"), ServerInfo(
+                        base_url="", started_by_gate=True, model=""), progress))
+                    for label, side in sides.items()}
+            except MeasurementError as exc:
+                profiler.notes.append(f"no profile diff: {str(exc).splitlines()[0]}")
+            else:
+                profiler.run(sessions)
+    return verdict, rounds
 
 
 def _rounds(plan, sides, judge, progress, started, measure_round):
@@ -223,13 +289,16 @@ def _judge(plan: Plan, sides: dict[str, Side], judge: Judge, rounds: int) -> Ver
     return judge(sides["head"].results(plan, rounds), sides["base"].results(plan, rounds))
 
 
-def _runner_seconds(results: dict[str, Results], wall_s: float) -> dict[str, float]:
+def _runner_seconds(results: dict[str, Results], wall_s: float, profiler: _Profiler
+                    ) -> dict[str, float]:
     """Where the runner's time went, summed over both builds."""
     out: dict[str, float] = {}
     for res in results.values():
         for key, value in res.timings_s.items():
             name = key.removesuffix("_s")
             out[name] = out.get(name, 0.0) + value
+    if profiler.seconds:
+        out["profile"] = profiler.seconds
     out["wall"] = wall_s
     return {k: round(v, 1) for k, v in out.items()}
 

@@ -250,6 +250,19 @@ def rank_hunks_by_evidence(hunkset: HunkSet, diff: ProfileDiff, repo: str | Path
     return Evidence(hunks=ranked, untouched=untouched(diff, seen), notes=notes)
 
 
+def apply_evidence(hunkset: HunkSet, evidence: Evidence) -> HunkSet:
+    """The hunks in the evidence's order (measured added time first, patterns breaking ties),
+    each carrying its evidence line, for the report. Hunks the evidence does not know (it was
+    ranked against other hunks) keep their place after the known ones."""
+    by_index = {h.index: h for h in evidence.hunks}
+    known = [hunkset.hunks[h.index].model_copy(update={"evidence": h.evidence})
+             for h in sorted(evidence.hunks, key=lambda h: h.rank)
+             if h.index < len(hunkset.hunks) and hunkset.hunks[h.index].path == h.path]
+    rest = [h for i, h in enumerate(hunkset.hunks)
+            if i not in by_index or hunkset.hunks[i].path != by_index[i].path]
+    return hunkset.model_copy(update={"hunks": known + rest})
+
+
 def untouched(diff: ProfileDiff, seen: set[tuple[str, str]]) -> list[FunctionEvidence]:
     """Functions with significantly more self time that no hunk's lines fall in."""
     def is_seen(f: FunctionDiff) -> bool:

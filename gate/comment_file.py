@@ -14,9 +14,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from gate.attribution import Evidence
 from gate.errors import GateError
 from gate.files import load_json_model
 from gate.hunks import HunkSet
+from gate.profile_diff import ProfileDiff
 from gate.report_view import RunInput
 from gate.results import Results
 from gate.settings import MARKER_ID_RE, check_marker_id
@@ -38,6 +40,8 @@ class CommentRun(BaseModel):
     head: Results | None = Field(None, description="head results, without request records")
     base: Results | None = None
     hunks: HunkSet | None = None
+    profile_diff: ProfileDiff | None = Field(None, description="gate profile diff of the builds")
+    evidence: Evidence | None = Field(None, description="the hunks ranked by its added time")
 
     @field_validator("label")
     @classmethod
@@ -47,7 +51,8 @@ class CommentRun(BaseModel):
         return value
 
     def run_input(self) -> RunInput:
-        return RunInput(self.verdict, self.head, self.base, self.hunks, self.label)
+        return RunInput(self.verdict, self.head, self.base, self.hunks, self.label,
+                        profile_diff=self.profile_diff, evidence=self.evidence)
 
 
 def slim(results: Results | None) -> Results | None:

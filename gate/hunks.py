@@ -32,7 +32,10 @@ class Hunk(BaseModel):
     mechanisms: list[str] = Field(
         default_factory=list, description="known-regression mechanisms it touches, e.g. pin_memory"
     )
-    score: float = Field(0.0, description="rank: higher first")
+    score: float = Field(0.0, description="rank by patterns: higher first")
+    evidence: str | None = Field(
+        None, description="measured: the added time of the function its lines change, when a "
+        "profile diff ranked the hunks (gate profile diff, evidence.json)")
 
 
 class HunkSet(BaseModel):

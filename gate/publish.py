@@ -176,9 +176,11 @@ def escape_property(text: str) -> str:
 
 
 def rank_hunks(hunks: list[Hunk]) -> list[Hunk]:
-    """Mechanism-tagged hunks first, then by score; deletions have no head line to mark."""
+    """Hunks with measured evidence first (in the order the evidence ranked them), then the
+    mechanism-tagged ones by score; deletions have no head line to mark."""
     shown = [h for h in hunks if h.change not in ("deleted", "binary")]
-    return sorted(shown, key=lambda h: (not h.mechanisms, -h.score))
+    return sorted(shown, key=lambda h: (h.evidence is None, not h.mechanisms,
+                                        -h.score if h.evidence is None else 0))
 
 
 def annotations(
@@ -189,6 +191,7 @@ def annotations(
         start = max(hunk.new_start, 1)
         end = max(start, hunk.new_start + hunk.new_lines - 1)
         why = (
+            f"changes a function that takes longer: {hunk.evidence}" if hunk.evidence else
             f"touches {', '.join(hunk.mechanisms)}" if hunk.mechanisms else "in a watched hot path"
         )
         title = f"Structured-output perf gate: {verdict.outcome.value} (suspect #{rank})"
@@ -234,8 +237,9 @@ def publish(
     inputs = [r.run_input() for r in runs]
     body = render_comment(inputs, settings.marker_id, settings.run_url)
     append_summary(settings.step_summary, options.summary or render_runs(inputs))
-    if verdict.outcome == Outcome.FAIL and len(runs) == 1 and runs[0].hunks is not None:
-        for line in annotations(runs[0].hunks, verdict, settings.path_prefix):
+    ranked = inputs[0].ranked_hunks() if len(runs) == 1 else None
+    if verdict.outcome == Outcome.FAIL and ranked is not None:
+        for line in annotations(ranked, verdict, settings.path_prefix):
             workflow_command(out, line)
     outputs = {"verdict": verdict.outcome.value, "exit-code": str(verdict.exit_code),
                "headline": verdict.headline, **(options.outputs or {})}

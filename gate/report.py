@@ -18,7 +18,9 @@ from dataclasses import dataclass
 from markupsafe import Markup
 
 from gate import __version__
+from gate.attribution import Evidence
 from gate.hunks import HunkSet
+from gate.profile_diff import ProfileDiff
 from gate.report_fit import Document, Frame, fit
 from gate.report_view import RunInput, run_view
 from gate.results import Results
@@ -52,10 +54,13 @@ class ReportInput:
     chart_series: dict | None = None
     chart_name: str | None = None
     chart_note: str | None = None
+    profile_diff: ProfileDiff | None = None
+    evidence: Evidence | None = None
 
     def run(self) -> RunInput:
         return RunInput(self.verdict, self.head, self.base, self.hunks, None, self.title,
-                        self.chart_series, self.chart_name, self.chart_note)
+                        self.chart_series, self.chart_name, self.chart_note, self.profile_diff,
+                        self.evidence)
 
 
 def document(runs: list[RunInput], limit: int, frame: Frame | None = None) -> Document:
@@ -63,7 +68,7 @@ def document(runs: list[RunInput], limit: int, frame: Frame | None = None) -> Do
 
 
 def hunk_sets(runs: list[RunInput]) -> dict[int, HunkSet]:
-    return {i: r.hunks for i, r in enumerate(runs) if r.hunks is not None}
+    return {i: hs for i, r in enumerate(runs) if (hs := r.ranked_hunks()) is not None}
 
 
 def render_runs(runs: list[RunInput], budget: int = GITHUB_COMMENT_LIMIT) -> str:

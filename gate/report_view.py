@@ -14,8 +14,11 @@ from statistics import median
 
 from markupsafe import Markup
 
+from gate.attribution import Evidence, apply_evidence
 from gate.fingerprint import Fingerprint, warnings_for
 from gate.hunks import Hunk, HunkSet
+from gate.profile_diff import ProfileDiff
+from gate.profile_report import render_where_time
 from gate.report_chart import mermaid_chart
 from gate.report_escape import one_line
 from gate.results import Results
@@ -299,6 +302,7 @@ class HunkView:
     empty_note: Markup
     cut: int
     open: bool
+    evidence: str | None = None  # measured added time of the function it changes
 
 
 @dataclass(frozen=True)
@@ -329,7 +333,7 @@ def hunk_view(h: Hunk, body: str | None, cut: int, first: bool) -> HunkView:
         mechanisms=", ".join(h.mechanisms), score=Markup(f"{h.score:.1f}"),
         text=body if h.text else None,
         empty_note=Markup(EMPTY_HUNK.get(h.change, "no text changes (mode or type change)")),
-        cut=cut, open=first and bool(h.mechanisms),
+        cut=cut, open=first and bool(h.mechanisms or h.evidence), evidence=h.evidence,
     )
 
 
@@ -337,7 +341,8 @@ def hunk_view(h: Hunk, body: str | None, cut: int, first: bool) -> HunkView:
 
 # Sections that may be left out to fit, first to go first; `checks` shrinks last (to the
 # checks that did not pass, then to a count).
-DROPPABLE = ("run_info", "chart", "drain", "guided_free", "problems", "environment", "method")
+DROPPABLE = ("run_info", "chart", "drain", "guided_free", "where_time", "problems",
+             "environment", "method")
 
 
 @dataclass(frozen=True)
@@ -362,6 +367,7 @@ class RunView:
     advice: list[str]
     run_info: RunInfo | None
     hunks: HunksView | None
+    where_time: Markup
     shown: frozenset[str] = frozenset(DROPPABLE)
     checks_hidden: int = 0  # passing checks left out to fit
     checks_collapsed: bool = False  # the table replaced by a count to fit
@@ -403,6 +409,14 @@ class RunInput:
     chart_series: dict | None = None
     chart_name: str | None = None
     chart_note: str | None = None
+    profile_diff: ProfileDiff | None = None  # where the head spends more time (gate profile)
+    evidence: Evidence | None = None  # the hunks ranked by that added time
+
+    def ranked_hunks(self) -> HunkSet | None:
+        """The hunks as the report shows them: by measured evidence when there is some."""
+        if self.hunks is None or self.evidence is None:
+            return self.hunks
+        return apply_evidence(self.hunks, self.evidence)
 
 
 def run_view(ri: RunInput) -> RunView:
@@ -421,4 +435,7 @@ def run_view(ri: RunInput) -> RunView:
         advice=capped(v.advice),
         run_info=run_info(head, base) if head is not None else None,
         hunks=hunks_view(ri.hunks) if ri.hunks is not None else None,
+        # render_where_time escapes every name and path it prints (gate.report_escape)
+        where_time=Markup(render_where_time(ri.profile_diff, ri.evidence))
+        if ri.profile_diff is not None else Markup(""),
     )

@@ -129,6 +129,7 @@ class BuildSession:
     free_max_tokens: int | None = None
     prompts: list[str] = field(default_factory=list)
     doctor: DoctorReport | None = None  # the serving processes as the runner doctor saw them
+    server_pid: int | None = None  # the server's root process, when the gate started it
 
     def __post_init__(self) -> None:
         self.prompts = workload.prompts(self.plan.workload)
@@ -302,6 +303,7 @@ def open_session(plan: Plan, launch: Launch, info: ServerInfo, progress: Progres
         info.startup_s = server.startup_s
         session = BuildSession(plan, launch.label, server.base_url,
                                plan.server.served_model_name, progress, server.death, timings)
+        session.server_pid = server.proc.pid
         session.warm_up()
         with timed(timings, "doctor_s"):
             session.doctor = check_runner(server, launch, progress)

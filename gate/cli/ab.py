@@ -11,6 +11,7 @@ from gate.compare import compare_results
 from gate.errors import GateError
 from gate.noise import noise_for
 from gate.plan import apply_overrides, load_plan
+from gate.profile import DEFAULT_RATE_HZ, PROFILE_POLICIES, SamplingOptions
 from gate.progress import Progress
 from gate.settings import Settings
 
@@ -42,6 +43,12 @@ def add_parser(sub) -> None:
     p.add_argument("--drain-requests", type=int)
     p.add_argument("--levels", type=int_list)
     p.add_argument("--window", type=float, help="override sweep.window_s (seconds per cell)")
+    p.add_argument("--profile", choices=PROFILE_POLICIES, default="auto",
+                   help="profile both builds with py-spy after the rounds: always, never, or "
+                   "auto = when a check failed or is inconclusive (default); writes "
+                   "OUT/{base,head}/profile and OUT/profile-diff")
+    p.add_argument("--profile-rate", type=int, default=DEFAULT_RATE_HZ,
+                   help=f"py-spy samples per second (default {DEFAULT_RATE_HZ})")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(handler=handle)
 
@@ -71,8 +78,10 @@ def handle(args, settings: Settings) -> int:
                                head_path=str(args.out / "head" / "results.json"),
                                base_path=str(args.out / "base" / "results.json"))
 
+    options = SamplingOptions(rate_hz=args.profile_rate)
+    options.check()
     result = ab.ab(plan, base, head, args.out, judge, Progress(quiet=args.quiet),
-                   settings.cache_dir)
+                   settings.cache_dir, ab.Profiling(args.profile, options))
     path = args.out / "verdict.json"
     write_verdict(result.verdict, path)
     print(summary.render_verdict(result.verdict))

@@ -9,23 +9,18 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from gate import flamegraph
-from gate.attribution import EVIDENCE_FILE, rank_hunks_by_evidence, save_evidence
 from gate.errors import EXIT_PASS, GateError
 from gate.files import invalid
 from gate.hunks import load_hunks
 from gate.plan import load_plan
 from gate.profile import DEFAULT_RATE_HZ, SPEEDSCOPE_FILE, SamplingOptions
+from gate.profile_artifacts import write_diff
 from gate.profile_data import load_profile
 from gate.profile_diff import (
     PROFILE_DIFF_FILE,
     DiffSettings,
-    diff_profiles,
-    render_table,
-    save_profile_diff,
 )
 from gate.profile_load import profile_server
-from gate.profile_report import render_where_time
 from gate.progress import Progress
 from gate.settings import Settings
 
@@ -113,42 +108,21 @@ def diff(args, settings: Settings) -> int:
         raise invalid("profile diff settings", exc) from None
     hunkset = load_hunks(args.hunks) if args.hunks else None
     base, head = load_profile(args.base), load_profile(args.head)
-    diff = diff_profiles(base, head, diff_settings)
-    out: Path = args.out
-    out.mkdir(parents=True, exist_ok=True)
-    diff.artifacts = write_artifacts(base, head, diff_settings.basis, args, out)
-    evidence = None
-    if hunkset is not None:
-        evidence = rank_hunks_by_evidence(hunkset, diff, args.repo or Path(hunkset.repo))
-        diff.artifacts["evidence"] = str(save_evidence(evidence, out / EVIDENCE_FILE))
-    (out / "where-time.md").write_text(render_where_time(diff, evidence))
-    diff.artifacts["section"] = str(out / "where-time.md")
-    table = render_table(diff, args.top)
-    (out / "profile-diff.txt").write_text(table + "\n")
-    save_profile_diff(diff, out / PROFILE_DIFF_FILE)
-    print(table)
-    if evidence is not None:
-        for h in evidence.hunks[:5]:
+    written = write_diff(base, head, args.out, diff_settings, base_dir=_folder(args.base),
+                         head_dir=_folder(args.head), hunkset=hunkset, repo=args.repo,
+                         top=args.top)
+    print(written.table)
+    if written.evidence is not None:
+        for h in written.evidence.hunks[:5]:
             why = h.evidence or f"no measured added time (pattern score {h.score:g})"
             print(f"hunk {h.rank}: {h.path}:{h.new_start or h.old_start}: {why}")
-        for f in evidence.untouched[:5]:
+        for f in written.evidence.untouched[:5]:
             print(f"no hunk touches: {f.sentence()}")
-    for note in diff.notes:
+    for note in written.diff.notes:
         print(f"note: {note}")
-    print(f"\nprofile diff: {out / PROFILE_DIFF_FILE}")
+    print(f"\nprofile diff: {args.out / PROFILE_DIFF_FILE}")
     return EXIT_PASS
 
 
-def write_artifacts(base, head, basis: str, args, out: Path) -> dict[str, str]:
-    """diff.folded and the differential SVG; the builds' own speedscope files by path."""
-    b, h = flamegraph.folded(base, basis), flamegraph.folded(head, basis)
-    (out / "diff.folded").write_text(flamegraph.diff_folded_text(b, h))
-    title = f"{head.label} vs {base.label}: differential flame graph (per 1k output tokens)"
-    (out / "diff-flamegraph.svg").write_text(flamegraph.render_svg(b, h, title))
-    artifacts = {"diff_folded": str(out / "diff.folded"),
-                 "flamegraph_svg": str(out / "diff-flamegraph.svg")}
-    for side, path in (("base", args.base), ("head", args.head)):
-        folder = path if path.is_dir() else path.parent
-        if (folder / SPEEDSCOPE_FILE).is_file():
-            artifacts[f"{side}_speedscope"] = str(folder / SPEEDSCOPE_FILE)
-    return artifacts
+def _folder(path: Path) -> Path:
+    return path if path.is_dir() else path.parent

@@ -12,6 +12,7 @@ from gate.comment_file import CommentRun, combine
 from gate.errors import GateError
 from gate.github import DEFAULT_MAX_WAIT_S
 from gate.hunks import load_hunks
+from gate.profile_artifacts import load_written
 from gate.publish import PublishOptions, default_client, post_comment_file, publish
 from gate.results import load_results
 from gate.settings import Settings, check_marker_id
@@ -34,6 +35,8 @@ def add_parser(sub) -> None:
     p.add_argument("--head", type=Path, help="the head build's results.json (if there is one)")
     p.add_argument("--base", type=Path, help="the base build's results.json (A/B)")
     p.add_argument("--hunks", type=Path, help="hunks.json: shown, and annotated on a fail")
+    p.add_argument("--profile-diff", type=Path, metavar="DIR",
+                   help="a gate profile diff folder: shown, and the hunks ranked by it")
     p.add_argument("--report", type=Path, help="report.md for the job summary (default: the "
                    "comment's report)")
     p.add_argument("--combine", type=Path, action="append", metavar="COMMENT_FILE",
@@ -80,11 +83,13 @@ def settings_from_args(args: argparse.Namespace, settings: Settings) -> Settings
 def single_run(args: argparse.Namespace) -> CommentRun:
     if args.base and not args.head:
         raise GateError("--base needs --head")
+    profile_diff, evidence = load_written(args.profile_diff) if args.profile_diff else (None, None)
     return CommentRun(
         verdict=load_verdict(args.verdict),
         head=load_results(args.head) if args.head else None,
         base=load_results(args.base) if args.base else None,
         hunks=load_hunks(args.hunks) if args.hunks else None,
+        profile_diff=profile_diff, evidence=evidence,
     )
 
 

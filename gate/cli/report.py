@@ -9,6 +9,7 @@ from pathlib import Path
 from gate.errors import GateError
 from gate.files import write_atomic
 from gate.hunks import load_hunks
+from gate.profile_artifacts import load_written
 from gate.report import DEFAULT_TITLE, GITHUB_COMMENT_LIMIT, ReportInput, render_report
 from gate.report_chart import chart_series, write_png
 from gate.results import load_results
@@ -32,6 +33,9 @@ def add_parser(sub) -> None:
                    help="the head build's results.json (omit when the measurement left none)")
     p.add_argument("--base", type=Path, help="the base build's results.json (A/B)")
     p.add_argument("--hunks", type=Path, help="hunks.json from gate hunks")
+    p.add_argument("--profile-diff", type=Path, metavar="DIR",
+                   help="a gate profile diff folder: where the head spends more time, and the "
+                   "hunks ranked by it (evidence.json)")
     p.add_argument("--out", type=Path, help="write the markdown here (default: stdout)")
     p.add_argument("--chart", type=Path, help="write a PNG chart of throughput vs concurrency")
     p.add_argument("--max-chars", type=int, default=GITHUB_COMMENT_LIMIT,
@@ -49,8 +53,10 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
     base = load_results(args.base) if args.base else None
     series = chart_series(head, base) if head is not None else {}
     note = write_png(args.chart, series) if args.chart and head is not None else None
+    profile_diff, evidence = load_written(args.profile_diff) if args.profile_diff else (None, None)
     ri = ReportInput(
         verdict=load_verdict(args.verdict), head=head, base=base,
+        profile_diff=profile_diff, evidence=evidence,
         hunks=load_hunks(args.hunks) if args.hunks else None,
         title=args.title, max_chars=args.max_chars, chart_series=series,
         chart_name=args.chart.name if args.chart and head is not None else None, chart_note=note,
