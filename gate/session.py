@@ -325,6 +325,8 @@ def check_runner(server: VllmServer, launch: Launch, progress: Progress) -> Doct
         return DoctorReport(findings=[Finding(
             id="doctor.failed", severity=Severity.warning, title="the runner doctor could not "
             "read the server's processes", detail=str(exc), fix="")])
+    # torch's thread count is read from the serving processes here, not from a probe.
+    report.findings = [f for f in report.findings if f.id != "cpu.torch_threads_unknown"]
     for finding in report.invalidating:
         progress(f"{launch.label}: runner doctor: {finding.title}; fix: {finding.fix}")
     return report
