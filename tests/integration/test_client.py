@@ -9,7 +9,7 @@ import threading
 import pytest
 from aiohttp import web
 
-from gate.client import Request, run_closed_loop
+from gate.client import Request, Window, run_closed_loop, run_window
 
 
 def sse(obj) -> bytes:
@@ -128,3 +128,34 @@ def test_abort_stops_sending(serve):
     url = serve(FakeVllm())
     responses, _, _ = asyncio.run(run_closed_loop(url, reqs(3), 1, 10, abort=lambda: "server died"))
     assert [r.error for r in responses] == ["not sent: server died"] * 3
+
+
+def test_a_window_measures_the_requests_sent_inside_it_under_full_load(serve):
+    fake = FakeVllm(tokens=5, delay=0.02)  # ~0.1 s per request
+    url = serve(fake)
+    counter = iter(range(10_000))
+
+    def make():
+        return Request(index=next(counter), body={"stream": True, "messages": []}, schema=None)
+
+    result = asyncio.run(run_window(url, make, 4, Window(seconds=0.6, min_requests=8,
+                                                         max_seconds=5), 10))
+    assert result.warm_in >= 4 and fake.peak == 4
+    assert len(result.measured) >= 8 and all(r.error is None for r in result.measured)
+    assert all(result.start <= r.send < result.end for r in result.measured)
+    assert 0.6 <= result.end - result.start < 2.0
+    # Little's law: 4 in flight, ~0.1 s each -> ~40 req/s; the window counts its sends
+    rate = len(result.measured) / (result.end - result.start)
+    assert 20 < rate < 60
+    assert all(r.deliveries == 5 for r in result.measured)
+
+
+def test_a_window_stops_at_the_first_failure(serve):
+    url = serve(FakeVllm(status=500))
+    counter = iter(range(100))
+
+    def make():
+        return Request(index=next(counter), body={"stream": True, "messages": []}, schema=None)
+
+    result = asyncio.run(run_window(url, make, 2, Window(1.0, 2, 5), 10))
+    assert result.measured and all(r.error.startswith("HTTP 500") for r in result.measured)
