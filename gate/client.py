@@ -83,8 +83,12 @@ def _parse_event(payload: bytes, resp: Response, now: float, parts: list[str]) -
     return False
 
 
-async def send_one(session: aiohttp.ClientSession, url: str, req: Request) -> Response:
-    resp = Response(index=req.index, send=time.perf_counter())
+async def send_one(session: aiohttp.ClientSession, url: str, req: Request,
+                   resp: Response | None = None) -> Response:
+    """Send one request and read its stream into `resp` (a new Response unless given: a
+    caller that may cancel the request keeps the one it passed, with what had arrived)."""
+    resp = resp or Response(index=req.index, send=time.perf_counter())
+    resp.send = time.perf_counter()
     parts: list[str] = []
     try:
         async with session.post(url, json=req.body) as http:
@@ -173,6 +177,21 @@ class WindowResult:
     end: float
     warm_in: int  # requests sent before the window opened (not measured)
     fillers: int  # requests that kept the load on after it closed (cancelled, not measured)
+    tokens_in_window: float = 0.0  # output tokens that arrived inside the window, any request
+
+
+def tokens_between(responses: Iterable[Response], start: float, end: float) -> float:
+    """Output tokens that arrived in [start, end), from every stream's chunk arrival times: a
+    throughput that does not depend on where request boundaries fall in the window (requests
+    of a closed loop finish in waves). A chunk carries output_tokens / chunks tokens of its
+    request (one without a usage block, cancelled, counts one per chunk)."""
+    total = 0.0
+    for r in responses:
+        if not r.chunk_times:
+            continue
+        per_chunk = (r.output_tokens / len(r.chunk_times)) if r.output_tokens else 1.0
+        total += per_chunk * sum(1 for t in r.chunk_times if start <= t < end)
+    return total
 
 
 class _WindowState:
@@ -184,6 +203,7 @@ class _WindowState:
         self.end: float | None = None  # closes once seconds and min_requests are both met
         self.measured: list[Response] = []
         self.failed: list[Response] = []  # any failed request ends the cell (it is an error)
+        self.every: list[Response] = []  # every request sent, for the window's token flow
         self.in_flight_measured = 0
         self.warm_in = 0
         self.fillers = 0
@@ -258,7 +278,9 @@ async def run_window(
                 state.done.set()
                 return
             state.sent(kind)
-            resp = await send_one(session, url, req)
+            resp = Response(index=req.index, send=time.perf_counter())
+            state.every.append(resp)
+            await send_one(session, url, req, resp)
             state.finished(kind, resp)
             if on_done and kind == "measured":
                 on_done(resp)
@@ -279,7 +301,8 @@ async def run_window(
     start = state.start if state.start is not None else now
     end = state.end if state.end is not None else now
     responses = sorted(state.measured + state.failed, key=lambda r: r.index)
-    return WindowResult(responses, start, end, state.warm_in, state.fillers)
+    return WindowResult(responses, start, end, state.warm_in, state.fillers,
+                        tokens_between(state.every, start, end))
 
 
 async def _get(base_url: str, path: str, timeout_s: float) -> tuple[int, Any]:

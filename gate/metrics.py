@@ -42,21 +42,31 @@ def tpot_s(record: RequestRecord) -> float | None:
 
 
 def summarize_cell(records: Sequence[RequestRecord], key: CellKey, duration_s: float,
-                   tokens_per_chunk: int = 1) -> CellSummary:
+                   tokens_per_chunk: int = 1, tokens_in_window: float | None = None
+                   ) -> CellSummary:
     """The cell's figures. Coalesced requests (gate.integrity) count in its throughput but
     never in its latency distributions: their TTFT, TPOT and gaps describe a held-back
-    stream, not decoding."""
+    stream, not decoding.
+
+    A windowed cell (`tokens_in_window` given) takes its throughput from the token flow: the
+    output tokens every stream delivered inside the window over its length, and requests/s as
+    that over the mean tokens per measured request. Counting whole requests instead would
+    quantise the figure by the waves in which a closed loop's requests finish."""
     ok = [r for r in records if r.ok]
     tokens = sum(r.output_tokens or 0 for r in ok)
     held_back = {r.index for r in integrity.coalesced(ok, tokens_per_chunk)}
     streamed = [r for r in ok if r.index not in held_back]
     tpots = [t for r in streamed if (t := tpot_s(r)) is not None]
     duration = max(duration_s, 1e-9)
+    output_rate, request_rate = tokens / duration, len(ok) / duration
+    if tokens_in_window is not None and tokens:
+        output_rate = tokens_in_window / duration
+        request_rate = output_rate / (tokens / len(ok))
     return CellSummary(
         phase=key.phase, arm=key.arm, concurrency=key.concurrency, repeat=key.repeat,
         requests=len(records), completed=len(ok), failed=len(records) - len(ok),
         duration_s=duration_s, total_output_tokens=tokens,
-        request_throughput=len(ok) / duration, output_throughput=tokens / duration,
+        request_throughput=request_rate, output_throughput=output_rate,
         ttft_ms=distribution_ms([r.ttft_s for r in streamed if r.ttft_s is not None]),
         tpot_ms=distribution_ms(tpots),
         itl_ms=distribution_ms([gap for r in streamed for gap in r.itl_s]),

@@ -125,8 +125,16 @@ class WarmupSpec(StrictModel):
 
 class DrainSpec(StrictModel):
     enabled: bool = True
-    requests: int = Field(64, ge=1)
+    requests: int = Field(64, ge=1, description="requests to drain; with window_s: at least "
+                          "this many sent inside the window")
     concurrency: int = Field(64, ge=1, description="cap on requests in flight")
+    window_s: float | None = Field(
+        None, gt=0,
+        description="None: drain `requests` from first send to last byte (the seed's figure); "
+        "a number: measure the guided load at `concurrency` in a steady-state window of this "
+        "many seconds instead, like a sweep cell (less noise on a small runner)",
+    )
+    max_window_s: float = Field(300.0, gt=0, description="with window_s: the longest window")
 
 
 class SweepSpec(StrictModel):

@@ -63,9 +63,16 @@ def cells_for_repeat(plan: Plan, repeat: int) -> list[Cell]:
     return cells
 
 
-def window_for(plan: Plan, concurrency: int) -> Window:
+def window_for(plan: Plan, key: CellKey) -> Window | None:
+    """The steady-state window a cell is measured in; None: a drain of a fixed count."""
+    if key.phase == "drain":
+        drain = plan.drain
+        if drain.window_s is None:
+            return None
+        return Window(seconds=drain.window_s, min_requests=drain.requests,
+                      max_seconds=max(drain.max_window_s, drain.window_s))
     sweep = plan.sweep
-    return Window(seconds=sweep.window_s, min_requests=sweep.min_requests_factor * concurrency,
+    return Window(seconds=sweep.window_s, min_requests=sweep.min_requests_factor * key.concurrency,
                   max_seconds=sweep.max_window_s)
 
 
@@ -145,9 +152,10 @@ class BuildSession:
                                      guided, schema, self.free_max_tokens)
         return Request(index=i, body=body, schema=schema)
 
-    def _send(self, cell: Cell) -> tuple[list[RequestRecord], float, tuple[int, int]]:
-        """Send the cell's requests: its records, its duration, and how many requests went
-        unmeasured before and after a sweep cell's window."""
+    def _send(self, cell: Cell) -> tuple[list[RequestRecord], float, Window | None,
+                                         client.WindowResult | None]:
+        """Send the cell's requests: its records, its duration, and (a windowed cell) the
+        window's own figures."""
         key, schemas = cell.key, {}
 
         def make() -> Request:
@@ -164,19 +172,19 @@ class BuildSession:
                                  f"{time.monotonic() - started:.1f}s")
 
         timeout = self.plan.workload.request_timeout_s
-        if key.phase == "sweep":
+        window = window_for(self.plan, key) if key.phase != "warmup" else None
+        result = None
+        if window is not None:
             result = asyncio.run(client.run_window(
-                self.base_url, make, key.concurrency, window_for(self.plan, key.concurrency),
-                timeout, on_done, self.death))
+                self.base_url, make, key.concurrency, window, timeout, on_done, self.death))
             responses, duration = result.measured, result.end - result.start
-            unmeasured = (result.warm_in, result.fillers)
         else:
             reqs = [make() for _ in range(cell.requests)]
             responses, start, end = asyncio.run(client.run_closed_loop(
                 self.base_url, reqs, key.concurrency, timeout, on_done, self.death))
-            duration, unmeasured = end - start, (0, 0)
+            duration = end - start
         records = [to_record(r, key, schemas.get(r.index), self.t0) for r in responses]
-        return records, duration, unmeasured
+        return records, duration, window, result
 
     # -- cells -----------------------------------------------------------------------------
     def warm_up(self) -> None:
@@ -188,7 +196,7 @@ class BuildSession:
                 if not warm.requests:
                     continue
                 cell = Cell(CellKey("warmup", arm, warm.concurrency), warm.requests)
-                records, _, _ = self._send(cell)
+                records, _, _, _ = self._send(cell)
                 self.records += records
                 errors += cell_problems(records, f"{self.label} {cell.label}")
                 if arm == "guided":
@@ -206,7 +214,7 @@ class BuildSession:
         discarded = discarded_coalesced = 0
         while True:
             with timed(self.timings, f"{cell.key.phase}_s"):
-                records, duration, unmeasured = self._send(cell)
+                records, duration, window, result = self._send(cell)
             if reason := self.death():
                 raise MeasurementError(f"{self.label}: the server died during {cell.label}: "
                                        f"{reason}")
@@ -217,11 +225,13 @@ class BuildSession:
                           f"{integrity.describe(records, per_chunk)}; measuring it again")
             discarded += 1
             discarded_coalesced += len(held_back)
-        summary = metrics.summarize_cell(records, cell.key, duration, per_chunk)
-        warm_in, fillers = unmeasured
+        summary = metrics.summarize_cell(
+            records, cell.key, duration, per_chunk,
+            tokens_in_window=result.tokens_in_window if result else None)
         summary = summary.model_copy(update={
             "remeasured": discarded, "discarded_coalesced": discarded_coalesced,
-            "warm_in_requests": warm_in, "filler_requests": fillers})
+            "warm_in_requests": result.warm_in if result else 0,
+            "filler_requests": result.fillers if result else 0})
         self.records += records
         self.cells.append(summary)
         self.progress(cell_line(self.label, cell, summary))

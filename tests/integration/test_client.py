@@ -159,3 +159,11 @@ def test_a_window_stops_at_the_first_failure(serve):
 
     result = asyncio.run(run_window(url, make, 2, Window(1.0, 2, 5), 10))
     assert result.measured and all(r.error.startswith("HTTP 500") for r in result.measured)
+
+
+def test_tokens_between_counts_every_streams_arrivals_in_the_window():
+    from gate.client import Response, tokens_between
+
+    a = Response(index=0, send=0.0, chunk_times=[0.5, 1.0, 1.5, 2.5], output_tokens=8)
+    b = Response(index=1, send=0.0, chunk_times=[1.2, 1.9])  # cancelled: no usage block
+    assert tokens_between([a, b], 1.0, 2.0) == pytest.approx(2 * 2 + 2)

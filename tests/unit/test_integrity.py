@@ -50,3 +50,12 @@ def test_the_description_names_the_burst():
     text = integrity.describe([record(7, 33, 1, ttft=0.186, e2el=0.1864)], 1)
     assert text == ("1 of 1 requests arrived coalesced (e.g. request 7: 33 tokens in 1 "
                     "arrival(s), TTFT 186.0 ms vs E2EL 186.4 ms)")
+
+
+def test_a_window_takes_its_throughput_from_the_token_flow():
+    records = [record(i, 33, 33) for i in range(4)]  # 4 requests of 33 tokens measured
+    cell = summarize_cell(records, CellKey("sweep", "free", 8), 2.0, tokens_in_window=330.0)
+    assert cell.output_throughput == pytest.approx(165.0)  # 330 tokens in 2 s
+    assert cell.request_throughput == pytest.approx(5.0)  # / 33 tokens per request
+    counted = summarize_cell(records, CellKey("drain", "guided", 8), 2.0)
+    assert counted.request_throughput == pytest.approx(2.0)  # a drain: completed / duration

@@ -4,7 +4,7 @@ clobbering stored results."""
 from support.factories import summarized_results
 
 from gate.plan import load_plan, parse_plan
-from gate.results import RequestRecord
+from gate.results import CellKey, RequestRecord
 from gate.run import write
 from gate.session import cells_for_repeat, free_max_tokens, window_for
 
@@ -31,9 +31,15 @@ def test_blocked_order_runs_each_arm_through_all_levels():
 def test_windows_hold_at_least_two_requests_per_slot():
     p = plan(min_requests_factor=2, max_window_s=40)
     assert [(w.seconds, w.min_requests, w.max_seconds) for w in
-            (window_for(p, 1), window_for(p, 8))] == [(5, 2, 40), (5, 16, 40)]
+            (window_for(p, CellKey("sweep", "guided", 1)),
+             window_for(p, CellKey("sweep", "free", 8)))] == [(5, 2, 40), (5, 16, 40)]
     drain = cells_for_repeat(p, 0)[0]
     assert drain.key.phase == "drain" and drain.requests == 10
+    assert window_for(p, drain.key) is None  # a drain of a count, as the seed measured it
+    windowed = parse_plan({"name": "p", "server": {"model": "/m"},
+                           "drain": {"requests": 64, "concurrency": 16, "window_s": 6}})
+    w = window_for(windowed, CellKey("drain", "guided", 16))
+    assert (w.seconds, w.min_requests) == (6, 64)
 
 
 def test_free_max_tokens_matches_the_guided_median():
