@@ -63,7 +63,9 @@ def calibrate(plan: Plan, build: ab.Build, rounds: int, out: Path, noise_dir: Pa
         update={"min_rounds": rounds, "max_rounds": rounds, "budget_minutes": None})})
     base, head = (ab.Build(label, build.python, build.env) for label in ("base", "head"))
     result = ab.ab(fixed, base, head, out, _no_judgement, progress, cache_dir)
-    broken = result.base.errors + result.head.errors
+    broken = result.base.errors + result.head.errors + [
+        f"{res.label} runner: {f.title}; fix: {f.fix}" for res in (result.base, result.head)
+        if res.doctor for f in res.doctor.invalidating]
     if broken:
         raise GateError("calibration not stored: the measurement broke:\n  - "
                         + "\n  - ".join(broken[:8]), exit_code=4)

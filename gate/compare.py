@@ -72,13 +72,17 @@ def paired_checks(head: Results, base: Results, found: list[Slot], thresholds: T
         cs, p = state.checks[spec.name], pairs[slot.name]
         if not p:
             continue
+        d = [math.log(hv / bv) for bv, hv in p]
+        noisier = seq.spread_exceeds_prior(d, spec.prior_sigma, spec.prior_df)
         out.append(_check(
             slot, spec.threshold_pct, cs.interval, cs.outcome,
             base=float(np.exp(np.mean(np.log([bv for bv, _ in p])))),
             head=float(np.exp(np.mean(np.log([hv for _, hv in p])))),
             head_n=len(p), base_n=len(p), decided_at_round=cs.decided_at,
             interval_source=f"{len(p)} paired round(s); prior: {spec.prior_source}"
-            + ("; the spread of this run exceeds the prior" if cs.disjoint else ""),
+            + ("; the spread of this run exceeds the prior" if cs.disjoint or noisier else ""),
+            note="this run is noisier than its noise profile: run gate calibrate again"
+            if noisier else "",
         ))
     return out
 
