@@ -121,6 +121,18 @@ class WorkloadSpec(StrictModel):
 class WarmupSpec(StrictModel):
     requests: int = Field(4, ge=0, description="uncounted requests before measuring, per arm")
     concurrency: int = Field(4, ge=1)
+    levels: list[int] = Field(
+        default_factory=list,
+        description="then, per arm, one batch of `c` requests at each of these concurrencies: "
+        "the batch sizes the cells will run, seen once before any is measured (the first "
+        "cells after start-up otherwise measure the server's own warm-up)",
+    )
+
+    @model_validator(mode="after")
+    def _levels_positive(self) -> WarmupSpec:
+        if any(level < 1 for level in self.levels):
+            raise ValueError("warmup.levels must all be >= 1")
+        return self
 
 
 class DrainSpec(StrictModel):

@@ -193,14 +193,14 @@ class BuildSession:
         errors: list[str] = []
         with timed(self.timings, "warmup_s"):
             for arm in ("guided", "free"):
-                if not warm.requests:
-                    continue
-                cell = Cell(CellKey("warmup", arm, warm.concurrency), warm.requests)
-                records, _, _, _ = self._send(cell)
-                self.records += records
-                errors += cell_problems(records, f"{self.label} {cell.label}")
-                if arm == "guided":
-                    self.free_max_tokens = free_max_tokens(self.plan, records)
+                batches = [(warm.concurrency, warm.requests)] if warm.requests else []
+                for c, n in batches + [(level, level) for level in warm.levels]:
+                    cell = Cell(CellKey("warmup", arm, c), n)
+                    records, _, _, _ = self._send(cell)
+                    self.records += records
+                    errors += cell_problems(records, f"{self.label} {cell.label}")
+                    if arm == "guided" and c == warm.concurrency and n == warm.requests:
+                        self.free_max_tokens = free_max_tokens(self.plan, records)
         if errors:
             raise MeasurementError("warm-up requests failed, not measuring:\n  "
                                    + "\n  ".join(errors))

@@ -1,0 +1,94 @@
+"""The README's CPU commands, run as written (from a folder that has the repository's tests/),
+each with the exit code the README gives it; then what the A/B among them produced."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support.paths import REPO_ROOT
+
+from gate.profile_diff import load_profile_diff
+from gate.verdict import Outcome, load_verdict
+
+pytestmark = pytest.mark.vllm
+
+MARKER = "<!-- readme-commands: tested on CPU -->"
+EXIT = re.compile(r"\(exit (\d)(?: or (\d))?\)")
+INJECTED_MS_PER_1K = 3.0 * 1000  # the fixture's default: 3 ms per guided row and engine step
+
+
+def readme_commands() -> list[tuple[str, set[int]]]:
+    """The tested block: each command and the exit codes its comment allows (default 0)."""
+    text = (REPO_ROOT / "README.md").read_text()
+    block = text.split(MARKER, 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    out = []
+    for line in block.strip().splitlines():
+        command, _, comment = line.partition("  #")
+        codes = EXIT.search(comment)
+        allowed = {int(c) for c in codes.groups() if c} if codes else {0}
+        out.append((command.strip(), allowed))
+    return out
+
+
+def test_the_block_is_found_and_every_command_is_a_gate_command():
+    commands = readme_commands()
+    assert len(commands) >= 5 and all(c.startswith("gate ") for c, _ in commands)
+
+
+@pytest.fixture(scope="module")
+def readme_run(tiny_model_dir, tmp_path_factory):
+    """Run the block in order in a fresh folder that sees the repository's tests/."""
+    folder = tmp_path_factory.mktemp("readme")
+    (folder / "tests").symlink_to(REPO_ROOT / "tests")
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+           "PYTHONPATH": str(REPO_ROOT)}
+    runs = []
+    for command, allowed in readme_commands():
+        proc = subprocess.run(shlex.split(command), cwd=folder, env=env, capture_output=True,
+                              text=True, timeout=1500)
+        runs.append((command, allowed, proc))
+    return folder, runs
+
+
+def test_every_readme_command_exits_as_the_readme_says(readme_run):
+    _, runs = readme_run
+    for command, allowed, proc in runs:
+        assert proc.returncode in allowed, (
+            f"{command}: exit {proc.returncode}, README says {sorted(allowed)}\n"
+            f"{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
+        assert "Traceback" not in proc.stderr, command
+
+
+def test_the_ab_against_the_fixture_fails_on_the_guided_path_and_names_the_function(readme_run):
+    folder, _ = readme_run
+    verdict = load_verdict(folder / "gate-ab" / "verdict.json")
+    assert verdict.outcome == Outcome.FAIL and verdict.mode == "ab"
+    failing = {c.name for c in verdict.checks if c.outcome == Outcome.FAIL}
+    assert "drain.req_per_min" in failing or "sweep.c8.tpot_p50_ms" in failing
+    assert verdict.rounds >= 1 and verdict.runner_seconds["wall"] > 0
+    # the free arm is untouched by the fixture: its TPOT moved far less than the guided one
+    head = json.loads((folder / "gate-ab" / "head" / "results.json").read_text())
+    assert head["server"]["env_overrides"]["PYTHONPATH"].endswith("tests/fixtures/slow_bitmask")
+    diff = load_profile_diff(folder / "gate-ab" / "profile-diff")
+    top = max(diff.functions, key=lambda f: f.self_time.diff if f.self_time.significant else 0)
+    assert "apply_grammar_bitmask" in top.name and top.self_time.significant
+    assert INJECTED_MS_PER_1K / 1.5 <= top.self_time.diff <= INJECTED_MS_PER_1K * 1.5
+    report = (folder / "gate-ab" / "report.md").read_text()
+    assert report.startswith("### ❌ FAIL") and "Where the head spends more time" in report
+
+
+def test_the_single_run_is_sound_and_streams_were_whole(readme_run):
+    folder, _ = readme_run
+    results = json.loads((folder / "gate-out" / "results.json").read_text())
+    assert results["status"] == "complete", results["errors"]
+    assert all(c["coalesced_requests"] == 0 for c in results["cells"])
+    bench = json.loads((folder / "gate-out" / "bench.json").read_text())
+    assert bench["completed"] > 0 and bench["max_concurrency"] == 32
+    assert (folder / "gate-out" / "report.md").read_text().startswith("### ")
