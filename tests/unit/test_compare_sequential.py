@@ -55,10 +55,18 @@ def test_a_2x_slowdown_is_decided_in_the_first_round_and_stays_decided():
 
 
 def test_repeats_judged_together_when_not_measured_sequentially():
-    base, head = rounds([10.0, 10.1, 9.9], None), rounds([20.0, 10.0, 10.0], None)
+    base, head = rounds([10.0, 10.1, 9.9], None), rounds([12.0, 12.2, 11.8], None)
     v = compare_results(head, base, None, T, noise=profile())
-    tpot = check(v, "sweep.c8.tpot_p50_ms")  # one look at all three rounds: +26% on average
-    assert tpot.decided_at_round == 1 and tpot.delta_pct == pytest.approx(26.0, abs=0.5)
+    tpot = check(v, "sweep.c8.tpot_p50_ms")  # one look at all three rounds: +20%
+    assert tpot.outcome == Outcome.FAIL and tpot.decided_at_round == 1
+    assert tpot.delta_pct == pytest.approx(20.0, abs=0.5) and tpot.head_n == 3
+
+
+def test_rounds_noisier_than_the_profile_say_so():
+    base, head = rounds([10.0, 10.1, 9.9], None), rounds([20.0, 10.0, 10.0], None)
+    tpot = check(compare_results(head, base, None, T, noise=profile()), "sweep.c8.tpot_p50_ms")
+    assert tpot.outcome == Outcome.INCONCLUSIVE
+    assert "noisier than its noise profile" in tpot.note
 
 
 def test_an_aa_run_passes_once_its_interval_is_inside_every_threshold():
