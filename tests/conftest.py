@@ -36,3 +36,13 @@ def shared_server(tiny_model_dir, tmp_path_factory):
         yield server
     assert server.proc.poll() is not None
 
+
+
+@pytest.fixture(scope="session")
+def readme_run(tiny_model_dir, tmp_path_factory):
+    """The README's tested CPU commands, run once as written: (folder, runs). Its `gate run`
+    and its A/B against the slow_bitmask fixture are what several e2e tests examine."""
+    from support.readme import run_readme
+
+    folder = tmp_path_factory.mktemp("readme")
+    return folder, run_readme(folder)

@@ -1,86 +1,91 @@
-"""A/B end to end on CPU with the real vLLM server: a healthy build against the same build
-with a test-only regression overlay (tests/fixtures/slow_bitmask: host-side cost on every
-engine step that holds structured-output rows, sized to halve guided throughput), and a
-healthy build against itself."""
+"""A/B end to end on CPU with real vLLM servers.
+
+Against the test-only regression overlay (tests/fixtures/slow_bitmask: host CPU burnt on every
+engine step that holds structured-output rows, sized to halve guided throughput), the A/B is
+the README's own (`readme_run`): it must fail on the guided path, leave the free arm alone,
+profile both builds and name the slowed function. A healthy build against itself, with a
+short plan and two rounds at most, must never fail, and its profile diff must name nothing.
+"""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from support.vllm_helpers import FIXTURE_OVERLAY, run_gate, small_plan, wait_gone
+from support.vllm_helpers import run_gate, small_plan, wait_gone
 
 from gate.errors import EXIT_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS
+from gate.profile_data import load_profile
+from gate.profile_diff import load_profile_diff
 from gate.results import load_results
 from gate.verdict import Outcome, load_verdict
 
 pytestmark = pytest.mark.vllm
 
-AB_PLAN = {"drain.requests": 64, "drain.concurrency": 32, "sweep.levels": [8, 16],
-           "sweep.window_s": 3}
+
+def test_both_servers_ran_the_whole_ab_and_only_the_head_had_the_fixture(readme_run):
+    folder, _ = readme_run
+    out = folder / "gate-ab"
+    for arm in ("base", "head"):
+        log = (out / arm / "server.log").read_text()
+        assert ("[gate fixture]" in log) == (arm == "head")
+        results = load_results(out / arm)
+        assert results.sequential_rounds == results.plan.ab.max_rounds
+        assert {c.repeat for c in results.cells} == set(range(results.plan.repeats))
+    verdict = load_verdict(out / "verdict.json")
+    assert verdict.rounds == load_results(out / "head").plan.repeats
+    assert set(verdict.runner_seconds) >= {"startup", "warmup", "sweep", "profile", "wall"}
 
 
-def gate_ab(tmp_path, *extra):
-    plan, marker = small_plan(tmp_path, **AB_PLAN)
-    out = tmp_path / "ab"
-    proc = run_gate("ab", "--plan", str(plan), "--rounds", "2", "--out", str(out), *extra,
-                    timeout=1500)
+def test_the_fixture_slows_the_guided_arm_only(readme_run):
+    folder, _ = readme_run
+    verdict = load_verdict(folder / "gate-ab" / "verdict.json")
+    guided = next(c for c in verdict.checks if c.name == "sweep.c16.tpot_p50_ms")
+    assert guided.delta_pct > 50
+    head, base = (load_results(folder / "gate-ab" / arm) for arm in ("head", "base"))
+    free = [h.tpot_ms.p50 / b.tpot_ms.p50 for h, b in zip(
+        head.cells_of("sweep", "free", 16), base.cells_of("sweep", "free", 16), strict=True)]
+    assert max(free) < 1 + guided.delta_pct / 100 / 2  # free moved far less than guided
+
+
+def test_the_head_alone_fails_the_guided_free_bound(readme_run, tmp_path):
+    folder, _ = readme_run
+    proc = run_gate("compare", str(folder / "gate-ab" / "head"), "--out",
+                    str(tmp_path / "head.json"))
+    assert proc.returncode == EXIT_FAIL, proc.stdout
+    verdict = json.loads((tmp_path / "head.json").read_text())
+    failing = [c["name"] for c in verdict["checks"] if c["outcome"] == "fail"]
+    assert verdict["mode"] == "absolute" and failing
+    assert all(name.startswith("bound.") for name in failing)
+
+
+@pytest.fixture(scope="module")
+def healthy_ab(tiny_model_dir, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("ab-healthy")
+    plan, marker = small_plan(tmp, **{"sweep.levels": [8], "sweep.window_s": 3,
+                                      "drain.window_s": 3})
+    out = tmp / "ab"
+    proc = run_gate("ab", "--plan", str(plan), "--max-rounds", "2", "--profile", "always",
+                    "--out", str(out), timeout=1500)
     assert wait_gone(marker) == []
     return proc, out
 
 
-@pytest.fixture(scope="module")
-def fixture_ab(tiny_model_dir, tmp_path_factory):
-    return gate_ab(tmp_path_factory.mktemp("ab-fixture"),
-                   "--head-env", f"PYTHONPATH={FIXTURE_OVERLAY}")
-
-
-def test_ab_catches_the_guided_slowdown(fixture_ab):
-    proc, out = fixture_ab
-    assert proc.returncode == EXIT_FAIL, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert proc.stdout.startswith("FAIL:")
-    verdict = load_verdict(out / "verdict.json")
-    assert verdict.outcome == Outcome.FAIL and verdict.mode == "ab"
-    drain = next(c for c in verdict.checks if c.name == "drain.req_per_min")
-    assert drain.outcome == Outcome.FAIL and drain.delta_pct < -25
-    # Each build ran on its own fresh servers, interleaved: base r1, head r1, base r2, head r2.
-    for arm in ("base", "head"):
-        for r in (1, 2):
-            log = (out / arm / f"round{r}" / "server.log").read_text()
-            assert ("[gate fixture]" in log) == (arm == "head")
-    head = load_results(out / "head")
-    assert head.server.env_overrides == {"PYTHONPATH": str(FIXTURE_OVERLAY)}
-    assert head.plan.repeats == 2 and {c.repeat for c in head.cells} == {0, 1}
-
-
-def test_ratio_check_alone_flags_the_fixture_without_a_baseline(fixture_ab, tmp_path):
-    _, out = fixture_ab
-    head = run_gate("compare", str(out / "head"), "--out", str(tmp_path / "head.json"))
-    assert head.returncode == EXIT_FAIL, head.stdout
-    verdict = json.loads((tmp_path / "head.json").read_text())
-    assert verdict["mode"] == "absolute"
-    failing = [c["name"] for c in verdict["checks"] if c["outcome"] == "fail"]
-    assert failing and all("ratio" in name for name in failing)
-    base = run_gate("compare", str(out / "base"), "--out", str(tmp_path / "base.json"))
-    assert base.returncode in (EXIT_PASS, EXIT_INCONCLUSIVE), base.stdout
-
-
-def test_report_names_the_regression(fixture_ab, tmp_path):
-    _, out = fixture_ab
-    report = tmp_path / "report.md"
-    proc = run_gate("report", "--verdict", str(out / "verdict.json"), "--head", str(out / "head"),
-                    "--base", str(out / "base"), "--out", str(report), "--chart",
-                    str(tmp_path / "chart.png"))
-    assert proc.returncode == 0, proc.stderr
-    text = report.read_text()
-    assert text.splitlines()[0].startswith("### ❌ FAIL")
-    assert "Drain req/min" in text or "drain req/min" in text
-    assert (tmp_path / "chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-
-
-def test_healthy_against_healthy_never_fails(tiny_model_dir, tmp_path):
-    proc, out = gate_ab(tmp_path)
+def test_healthy_against_healthy_never_fails(healthy_ab):
+    proc, out = healthy_ab
     assert proc.returncode in (EXIT_PASS, EXIT_INCONCLUSIVE), proc.stdout[-3000:] + proc.stderr[-2000:]
     verdict = load_verdict(out / "verdict.json")
     assert verdict.outcome in (Outcome.PASS, Outcome.INCONCLUSIVE)
     assert not [c for c in verdict.checks if c.outcome == Outcome.FAIL]
+    assert 1 <= verdict.rounds <= 2
+
+
+def test_every_serving_process_is_profiled_and_a_healthy_diff_names_nothing(healthy_ab):
+    _, out = healthy_ab
+    profile = load_profile(out / "head" / "profile")
+    assert [p.role for p in profile.processes] == ["APIServer", "EngineCore", "Worker"]
+    assert len(profile.windows) == 5 and all(w.output_tokens > 0 for w in profile.windows)
+    assert (out / "head" / "profile" / "profile.speedscope.json").is_file()
+    diff = load_profile_diff(out / "profile-diff")
+    assert diff.named == [], (out / "profile-diff" / "profile-diff.txt").read_text()
+    assert (out / "profile-diff" / "diff-flamegraph.svg").read_text().startswith("<svg")

@@ -4,57 +4,21 @@ each with the exit code the README gives it; then what the A/B among them produc
 from __future__ import annotations
 
 import json
-import os
-import re
-import shlex
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
-from support.paths import REPO_ROOT
+from support.readme import readme_commands
 
 from gate.profile_diff import load_profile_diff
 from gate.verdict import Outcome, load_verdict
 
 pytestmark = pytest.mark.vllm
 
-MARKER = "<!-- readme-commands: tested on CPU -->"
-EXIT = re.compile(r"\(exit (\d)(?: or (\d))?\)")
 INJECTED_MS_PER_1K = 3.0 * 1000  # the fixture's default: 3 ms per guided row and engine step
-
-
-def readme_commands() -> list[tuple[str, set[int]]]:
-    """The tested block: each command and the exit codes its comment allows (default 0)."""
-    text = (REPO_ROOT / "README.md").read_text()
-    block = text.split(MARKER, 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
-    out = []
-    for line in block.strip().splitlines():
-        command, _, comment = line.partition("  #")
-        codes = EXIT.search(comment)
-        allowed = {int(c) for c in codes.groups() if c} if codes else {0}
-        out.append((command.strip(), allowed))
-    return out
 
 
 def test_the_block_is_found_and_every_command_is_a_gate_command():
     commands = readme_commands()
     assert len(commands) >= 5 and all(c.startswith("gate ") for c, _ in commands)
-
-
-@pytest.fixture(scope="module")
-def readme_run(tiny_model_dir, tmp_path_factory):
-    """Run the block in order in a fresh folder that sees the repository's tests/."""
-    folder = tmp_path_factory.mktemp("readme")
-    (folder / "tests").symlink_to(REPO_ROOT / "tests")
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-           "PYTHONPATH": str(REPO_ROOT)}
-    runs = []
-    for command, allowed in readme_commands():
-        proc = subprocess.run(shlex.split(command), cwd=folder, env=env, capture_output=True,
-                              text=True, timeout=1500)
-        runs.append((command, allowed, proc))
-    return folder, runs
 
 
 def test_every_readme_command_exits_as_the_readme_says(readme_run):
