@@ -19,7 +19,7 @@ degrees of freedom. Then rounds are added one at a time and judged by gate.seque
 Default noise (sd of d per round) is a first guess for this 2-core CPU (drain 10%, TPOT p50
 8%, TPOT p99 15%, ITL p99 20%) and an assumed 2% on a GPU (3% for p99 figures); pass measured
 values (`gate calibrate`) to rerun. Thresholds are the plans': drain and TPOT p50 10%; p99
-50%/100% (cpu-smoke) or 20% (GPU plans); overhead `--overhead-pct`.
+not judged (cpu-smoke, levels 8 and 16) or 20% (GPU plans); overhead `--overhead-pct`.
 
     .venv/bin/python benchmarks/noise_simulation.py                  # about a minute
     .venv/bin/python benchmarks/noise_simulation.py --cpu-tpot-pct 4 --cpu-drain-pct 5
@@ -54,7 +54,7 @@ class Setting:
     tpot99: float
     itl99: float
     threshold: float  # drain and TPOT p50, %
-    p99_thresholds: tuple[float, float]  # TPOT p99, ITL p99, %
+    p99_thresholds: tuple[float, float] | None  # TPOT p99, ITL p99, %; None: not judged
     overhead_threshold: float
     fallback_pct: float  # Thresholds.run_noise_pct of this hardware kind
 
@@ -66,6 +66,7 @@ class Model:
     setting: Setting
     specs: tuple[tuple[str, float, str], ...]  # (name, threshold %, direction)
     sigma: np.ndarray  # true sd of d per check (for display)
+    keep: tuple[int, ...] = ()  # the drawn columns that are judged checks (in specs' order)
 
     def draw(self, rng: np.random.Generator, rounds: int, slowdown: float, tails: float | None,
              scale: float = 1.0) -> np.ndarray:
@@ -85,7 +86,8 @@ class Model:
                      eff + st.itl99 * (math.sqrt(0.5) * c + math.sqrt(0.5) * e)]
             if level >= 8:
                 overhead.append(g50 - st.tpot50 * f)
-        return np.column_stack(cols + overhead)
+        every = np.column_stack(cols + overhead)
+        return every[:, list(self.keep)] if self.keep else every
 
 
 def _noise(rng: np.random.Generator, shape: tuple[int, int], tails: float | None) -> np.ndarray:
@@ -96,17 +98,20 @@ def _noise(rng: np.random.Generator, shape: tuple[int, int], tails: float | None
 
 def build_model(st: Setting) -> Model:
     hi, lo = "higher_is_better", "lower_is_better"
+    tails = st.p99_thresholds or (0.0, 0.0)
     specs = [("drain.req_per_min", st.threshold, hi), ("drain.output_tok_s", st.threshold, hi)]
     sig = [st.drain, st.drain]
     for level in st.levels:
         specs += [(f"sweep.c{level}.tpot_p50_ms", st.threshold, lo),
-                  (f"sweep.c{level}.tpot_p99_ms", st.p99_thresholds[0], lo),
-                  (f"sweep.c{level}.itl_p99_ms", st.p99_thresholds[1], lo)]
+                  (f"sweep.c{level}.tpot_p99_ms", tails[0], lo),
+                  (f"sweep.c{level}.itl_p99_ms", tails[1], lo)]
         sig += [st.tpot50, st.tpot99, st.itl99]
     for level in (lv for lv in st.levels if lv >= 8):
         specs.append((f"overhead.c{level}.tpot_p50", st.overhead_threshold, lo))
         sig.append(st.tpot50 * math.sqrt(2.0))
-    return Model(st, tuple(specs), np.array(sig))
+    judged = [k for k, (name, _, _) in enumerate(specs)
+              if st.p99_thresholds is not None or "p99" not in name]
+    return Model(st, tuple(specs[k] for k in judged), np.array(sig)[judged], tuple(judged))
 
 
 @dataclass(frozen=True)
@@ -281,9 +286,10 @@ def sigma_sweep(base: Setting, design: Design, trials: int, seed: int) -> None:
 def settings(args: argparse.Namespace) -> dict[str, Setting]:
     g = args.gpu_pct / 100.0
     return {
-        "cpu": Setting("cpu", (1, 8, 32), args.cpu_drain_pct / 100, args.cpu_tpot_pct / 100,
+        # cpu-smoke: levels 8 and 16, tails (TPOT p99, ITL p99) not judged
+        "cpu": Setting("cpu", (8, 16), args.cpu_drain_pct / 100, args.cpu_tpot_pct / 100,
                        args.cpu_tpot99_pct / 100, args.cpu_itl99_pct / 100, args.threshold_pct,
-                       (50.0, 100.0), args.overhead_pct, CPU_RUN_NOISE_PCT),
+                       None, args.overhead_pct, CPU_RUN_NOISE_PCT),
         "gpu": Setting("gpu", (1, 8, 16, 32, 64), g, g, 1.5 * g, 1.5 * g, args.threshold_pct,
                        (20.0, 20.0), args.overhead_pct, GPU_RUN_NOISE_PCT),
     }

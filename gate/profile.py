@@ -48,7 +48,6 @@ from gate.profile_data import (
 PROFILE_POLICIES = ("always", "never", "auto")
 WINDOW_OVER = "profile window over"
 SPEEDSCOPE_FILE = "profile.speedscope.json"
-PY_SPY_ENV = "GATE_PY_SPY"  # path of the py-spy binary, when it is not next to python or on PATH
 # py-spy's --rate. Measured with benchmarks/profile_overhead.py on the 2-core cpu-smoke server
 # (three processes sampled): 50 Hz cost py-spy 18% of one core and no throughput loss beyond
 # noise (+2%); 100 Hz cost 31% of a core and 8-9% of guided throughput. 50 Hz still gives
@@ -89,13 +88,13 @@ class SamplingOptions:
 # --------------------------------------------------------------------------------------------
 
 def find_py_spy() -> str:
-    """py-spy from $GATE_PY_SPY, next to this interpreter (a venv's bin/), or on PATH."""
-    candidates = [os.environ.get(PY_SPY_ENV), str(Path(sys.executable).parent / "py-spy"),
-                  shutil.which("py-spy")]
+    """py-spy next to this interpreter (a venv's bin/, where the gate's dependency puts it),
+    or on PATH."""
+    candidates = [str(Path(sys.executable).parent / "py-spy"), shutil.which("py-spy")]
     for c in candidates:
         if c and os.access(c, os.X_OK):
             return c
-    raise GateError("py-spy is not installed: pip install 'py-spy==0.4.3' (or set GATE_PY_SPY)")
+    raise GateError("py-spy is not installed: pip install 'py-spy==0.4.3'")
 
 
 def _role(proc: psutil.Process, is_root: bool) -> tuple[str, str] | None:

