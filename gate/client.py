@@ -243,6 +243,32 @@ class _WindowState:
             self.done.set()
 
 
+async def _window_worker(session: aiohttp.ClientSession, url: str,
+                         make_request: Callable[[], Request], state: _WindowState,
+                         on_done: Callable[[Response], None] | None,
+                         abort: Callable[[], str | None] | None) -> None:
+    """One slot of the closed loop: send, wait, send again, until the window's cell is done."""
+    while not state.done.is_set():
+        req = make_request()
+        if reason := (abort() if abort else None):
+            now = time.perf_counter()
+            state.failed.append(Response(index=req.index, send=now, end=now,
+                                         error=f"not sent: {reason}"))
+            state.done.set()
+            return
+        kind = state.classify_send(time.perf_counter())
+        if kind == "filler" and state.in_flight_measured == 0:
+            state.done.set()
+            return
+        state.sent(kind)
+        resp = Response(index=req.index, send=time.perf_counter())
+        state.every.append(resp)
+        await send_one(session, url, req, resp)
+        state.finished(kind, resp)
+        if on_done and kind == "measured":
+            on_done(resp)
+
+
 async def run_window(
     base_url: str,
     make_request: Callable[[], Request],
@@ -258,32 +284,14 @@ async def run_window(
     start) and closes after `window.seconds` once `window.min_requests` were sent in it. The
     requests sent inside it are the cell; the loop keeps sending filler requests until they
     have all finished, so every measured request ran under the same load, then cancels the
-    fillers (the server aborts a request whose client went away). In a closed loop the send
-    rate equals the completion rate, so throughput is measured requests / window length
-    (Little's law). A failed request ends the cell: it is returned with the measured ones."""
+    fillers (the server aborts a request whose client went away). The window's throughput is
+    its token flow: the output tokens every stream delivered inside it (tokens_between). A
+    failed request ends the cell: it is returned with the measured ones."""
     url = base_url.rstrip("/") + "/v1/chat/completions"
     state = _WindowState(window)
 
     async def worker(session: aiohttp.ClientSession) -> None:
-        while not state.done.is_set():
-            req = make_request()
-            if reason := (abort() if abort else None):
-                now = time.perf_counter()
-                state.failed.append(Response(index=req.index, send=now, end=now,
-                                             error=f"not sent: {reason}"))
-                state.done.set()
-                return
-            kind = state.classify_send(time.perf_counter())
-            if kind == "filler" and state.in_flight_measured == 0:
-                state.done.set()
-                return
-            state.sent(kind)
-            resp = Response(index=req.index, send=time.perf_counter())
-            state.every.append(resp)
-            await send_one(session, url, req, resp)
-            state.finished(kind, resp)
-            if on_done and kind == "measured":
-                on_done(resp)
+        await _window_worker(session, url, make_request, state, on_done, abort)
 
     connector = aiohttp.TCPConnector(limit=concurrency)
     timeout = aiohttp.ClientTimeout(total=timeout_s)

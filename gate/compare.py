@@ -205,14 +205,8 @@ def compare_results(
                  and base.sequential_rounds == head.sequential_rounds else 1)
     checks, family = _judge(head, base, baseline, thresholds, noise, max_looks, bool(mismatch),
                             notes)
-    warnings = warnings_for(head.fingerprint)
-    if base is not None:
-        warnings += [f"base: {w}" for w in warnings_for(base.fingerprint)]
-    for who, res in (("head", head), ("base", base)):
-        if res is not None:
-            doctor_errors, doctor_warnings = runner_findings(res, who)
-            errors += doctor_errors
-            warnings += doctor_warnings
+    doctor_errors, warnings = _runner_notes(head, base)
+    errors += doctor_errors
     verdict = Verdict(
         outcome=Outcome.ERROR if errors else worst([c.outcome for c in checks + validity]),
         headline="", mode=mode, head_results=head_path, base_results=base_path,
@@ -226,6 +220,19 @@ def compare_results(
     verdict.headline = headline(verdict)
     verdict.advice = advice(verdict)
     return verdict
+
+
+def _runner_notes(head: Results, base: Results | None) -> tuple[list[str], list[str]]:
+    """(errors, warnings) about the runners: the fingerprints' warnings and the doctor's."""
+    errors, warnings = [], warnings_for(head.fingerprint)
+    if base is not None:
+        warnings += [f"base: {w}" for w in warnings_for(base.fingerprint)]
+    for who, res in (("head", head), ("base", base)):
+        if res is not None:
+            doctor_errors, doctor_warnings = runner_findings(res, who)
+            errors += doctor_errors
+            warnings += doctor_warnings
+    return errors, warnings
 
 
 def _judge(head, base, baseline, thresholds, noise, max_looks, mismatched, notes
