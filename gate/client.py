@@ -168,6 +168,10 @@ class Window:
     seconds: float
     min_requests: int
     max_seconds: float
+    # Slot i sends its first request i/c of this many seconds after slot 0 (about one request's
+    # latency): a closed loop whose slots all start together runs in lockstep waves, and
+    # whether it stays in step or drifts apart changes its step time (bimodal cells).
+    stagger_s: float = 0.0
 
 
 @dataclass
@@ -290,13 +294,15 @@ async def run_window(
     url = base_url.rstrip("/") + "/v1/chat/completions"
     state = _WindowState(window)
 
-    async def worker(session: aiohttp.ClientSession) -> None:
+    async def worker(session: aiohttp.ClientSession, slot: int) -> None:
+        if window.stagger_s > 0:
+            await asyncio.sleep(window.stagger_s * slot / concurrency)
         await _window_worker(session, url, make_request, state, on_done, abort)
 
     connector = aiohttp.TCPConnector(limit=concurrency)
     timeout = aiohttp.ClientTimeout(total=timeout_s)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
-        tasks = [asyncio.create_task(worker(session)) for _ in range(concurrency)]
+        tasks = [asyncio.create_task(worker(session, i)) for i in range(concurrency)]
         workers = asyncio.gather(*tasks, return_exceptions=True)
         done = asyncio.create_task(state.done.wait())
         await asyncio.wait([done, workers], return_when=asyncio.FIRST_COMPLETED)

@@ -63,17 +63,18 @@ def cells_for_repeat(plan: Plan, repeat: int) -> list[Cell]:
     return cells
 
 
-def window_for(plan: Plan, key: CellKey) -> Window | None:
-    """The steady-state window a cell is measured in; None: a drain of a fixed count."""
+def window_for(plan: Plan, key: CellKey, stagger_s: float = 0.0) -> Window | None:
+    """The steady-state window a cell is measured in; None: a drain of a fixed count.
+    `stagger_s` spreads the slots' first sends (see client.Window)."""
     if key.phase == "drain":
         drain = plan.drain
         if drain.window_s is None:
             return None
         return Window(seconds=drain.window_s, min_requests=drain.requests,
-                      max_seconds=max(drain.max_window_s, drain.window_s))
+                      max_seconds=max(drain.max_window_s, drain.window_s), stagger_s=stagger_s)
     sweep = plan.sweep
     return Window(seconds=sweep.window_s, min_requests=sweep.min_requests_factor * key.concurrency,
-                  max_seconds=sweep.max_window_s)
+                  max_seconds=sweep.max_window_s, stagger_s=stagger_s)
 
 
 def to_record(resp: Response, key: CellKey, schema: dict | None, t0: float) -> RequestRecord:
@@ -172,7 +173,7 @@ class BuildSession:
                                  f"{time.monotonic() - started:.1f}s")
 
         timeout = self.plan.workload.request_timeout_s
-        window = window_for(self.plan, key) if key.phase != "warmup" else None
+        window = window_for(self.plan, key, self._latency(key)) if key.phase != "warmup" else None
         result = None
         if window is not None:
             result = asyncio.run(client.run_window(
@@ -185,6 +186,13 @@ class BuildSession:
             duration = end - start
         records = [to_record(r, key, schemas.get(r.index), self.t0) for r in responses]
         return records, duration, window, result
+
+    def _latency(self, key: CellKey) -> float:
+        """A request's latency at this arm and concurrency, from the warm-up (0: unknown)."""
+        done = sorted(r.e2el_s for r in self.records
+                      if r.phase == "warmup" and r.arm == key.arm and r.ok and r.e2el_s
+                      and r.concurrency == key.concurrency)
+        return done[len(done) // 2] if done else 0.0
 
     # -- cells -----------------------------------------------------------------------------
     def warm_up(self) -> None:
