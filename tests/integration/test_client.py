@@ -5,6 +5,7 @@ import asyncio
 import json
 import socket
 import threading
+import time
 
 import pytest
 from aiohttp import web
@@ -167,3 +168,18 @@ def test_tokens_between_counts_every_streams_arrivals_in_the_window():
     a = Response(index=0, send=0.0, chunk_times=[0.5, 1.0, 1.5, 2.5], output_tokens=8)
     b = Response(index=1, send=0.0, chunk_times=[1.2, 1.9])  # cancelled: no usage block
     assert tokens_between([a, b], 1.0, 2.0) == pytest.approx(2 * 2 + 2)
+
+
+def test_staggered_slots_start_spread_over_the_given_time(serve):
+    fake = FakeVllm(tokens=3, delay=0.01)
+    url = serve(fake)
+    counter = iter(range(10_000))
+    sends = []
+
+    def make():
+        sends.append(time.perf_counter())
+        return Request(index=next(counter), body={"stream": True, "messages": []}, schema=None)
+
+    asyncio.run(run_window(url, make, 4, Window(0.3, 4, 5, stagger_s=0.4), 10))
+    first_four = sends[:4]
+    assert 0.25 <= first_four[-1] - first_four[0] <= 0.6  # slot 3 starts 3/4 of 0.4 s later
