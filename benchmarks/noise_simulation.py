@@ -287,7 +287,8 @@ def settings(args: argparse.Namespace) -> dict[str, Setting]:
     g = args.gpu_pct / 100.0
     return {
         # cpu-smoke: levels 8 and 16, tails (TPOT p99, ITL p99) not judged
-        "cpu": Setting("cpu", (8, 16), args.cpu_drain_pct / 100, args.cpu_tpot_pct / 100,
+        "cpu": Setting("cpu", tuple(args.cpu_levels), args.cpu_drain_pct / 100,
+                       args.cpu_tpot_pct / 100,
                        args.cpu_tpot99_pct / 100, args.cpu_itl99_pct / 100, args.threshold_pct,
                        None, args.overhead_pct, CPU_RUN_NOISE_PCT),
         "gpu": Setting("gpu", (1, 8, 16, 32, 64), g, g, 1.5 * g, 1.5 * g, args.threshold_pct,
@@ -307,6 +308,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--calibration-rounds", type=int, default=20)
     p.add_argument("--threshold-pct", type=float, default=10.0, help="drain and TPOT p50")
     p.add_argument("--overhead-pct", type=float, default=20.0, help="guided/free overhead change")
+    p.add_argument("--cpu-levels", type=lambda t: [int(v) for v in t.split(",")], default=[8],
+                   help="cpu-smoke's sweep levels (comma-separated)")
     p.add_argument("--cpu-drain-pct", type=float, default=10.0)
     p.add_argument("--cpu-tpot-pct", type=float, default=8.0)
     p.add_argument("--cpu-tpot99-pct", type=float, default=15.0)
@@ -327,10 +330,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n## {name}: {len(model.specs)} checks, levels {list(st.levels)}, max {args.max_rounds} "
               f"rounds, {args.confidence:.0%} simultaneous, spending rho={args.rho:g}, profile from "
               f"{args.calibration_rounds} A/A rounds")
+        tails = (f"p99 {st.p99_thresholds[0]:g}%, {st.p99_thresholds[1]:g}%"
+                 if st.p99_thresholds else "p99 not judged")
         print(f"sd of d per round: drain {st.drain:.1%}, TPOT p50 {st.tpot50:.1%}, TPOT p99 "
               f"{st.tpot99:.1%}, ITL p99 {st.itl99:.1%}, overhead {st.tpot50 * math.sqrt(2):.1%}; "
-              f"thresholds {st.threshold:g}% / p99 {st.p99_thresholds[0]:g}%, "
-              f"{st.p99_thresholds[1]:g}% / overhead {st.overhead_threshold:g}%\n")
+              f"thresholds {st.threshold:g}% / {tails} / overhead {st.overhead_threshold:g}%\n")
         tallies = scenario_table(model, design, args.trials, args.effect_trials, args.seed)
         if not args.no_side_tables:
             print(f"\nOptional stopping against a fixed number of rounds (one check with the sd of TPOT "
