@@ -168,11 +168,11 @@ def test_update_over_reported_seed_keeps_it_in_history(gate_main, tmp_path):
 def test_update_refuses_and_leaves_file_byte_identical(gate_main, tmp_path, capsys, results, argv, words):
     store = tmp_path / "baselines"
     shutil.copytree(BASELINES, store)
-    before = {p.name: p.read_bytes() for p in store.iterdir()}
+    before = {p.relative_to(store): p.read_bytes() for p in store.rglob("*") if p.is_file()}
     run = _saved(results(), tmp_path)
     assert gate_main(["baseline", "update", run, "--baselines-dir", str(store), *argv]) == 2
     assert words in capsys.readouterr().err
-    assert {p.name: p.read_bytes() for p in store.iterdir()} == before
+    assert {p.relative_to(store): p.read_bytes() for p in store.rglob("*") if p.is_file()} == before
 
 
 def test_update_branch_from_environment(gate_main, tmp_path, monkeypatch):
