@@ -171,7 +171,9 @@ def test_tokens_between_counts_every_streams_arrivals_in_the_window():
 
 
 def test_staggered_slots_start_spread_over_the_given_time(serve):
-    fake = FakeVllm(tokens=3, delay=0.01)
+    # Each request outlasts the stagger (3 tokens x 0.2 s), so the first four sends are the
+    # four slots' first sends, not slot 0 coming back for its second request.
+    fake = FakeVllm(tokens=3, delay=0.2)
     url = serve(fake)
     counter = iter(range(10_000))
     sends = []
