@@ -36,9 +36,10 @@ FIXTURE = REPO / "tests" / "fixtures" / "slow_bitmask"
 CASES = {"aa": None, "half": 3.0, "plus25": 0.5}
 
 
-def run_case(case: str, index: int, out: Path, extra: list[str]) -> dict:
+def run_case(case: str, index: int, out: Path, extra: list[str], profile: bool) -> dict:
     folder = out / f"{case}-{index + 1}"
-    cmd = [sys.executable, "-m", "gate.cli", "ab", "--out", str(folder), "--quiet", *extra]
+    cmd = [sys.executable, "-m", "gate.cli", "ab", "--out", str(folder), "--quiet",
+           "--profile", "auto" if profile else "never", *extra]
     ms = CASES[case]
     if ms is not None:
         cmd += ["--head-env", f"PYTHONPATH={FIXTURE}", "--head-env",
@@ -54,7 +55,8 @@ def run_case(case: str, index: int, out: Path, extra: list[str]) -> dict:
         return row
     verdict = json.loads(verdict_path.read_text())
     row.update(outcome=verdict["outcome"], rounds=verdict.get("rounds"),
-               note=verdict["headline"][:120])
+               note=verdict["headline"][:120],
+               verdict_s=_to_verdict_s(verdict.get("runner_seconds") or {}))
     remeasured = stayed = 0
     for side in ("base", "head"):
         path = folder / side / "results.json"
@@ -66,6 +68,14 @@ def run_case(case: str, index: int, out: Path, extra: list[str]) -> dict:
     return row
 
 
+def _to_verdict_s(seconds: dict) -> float | None:
+    """The verdict's own account of its wall time (server starts, warm-up, rounds), less the
+    profiling that runs after the verdict is decided."""
+    if "wall" not in seconds:
+        return None
+    return seconds["wall"] - seconds.get("profile", 0.0)
+
+
 def summary(rows: list[dict]) -> list[list]:
     table = []
     for case in dict.fromkeys(r["case"] for r in rows):
@@ -75,11 +85,13 @@ def summary(rows: list[dict]) -> list[list]:
         rounds = [r["rounds"] for r in mine if r["rounds"]]
         first = sum(1 for r in mine if r["rounds"] == 1 and r["outcome"] == "fail")
         walls = [r["wall_s"] / 60 for r in mine]
+        to_verdict = [r["verdict_s"] / 60 for r in mine if r.get("verdict_s")]
         table.append([
             case, len(mine), outcomes["pass"], outcomes["fail"], outcomes["inconclusive"],
             outcomes["error"] + outcomes["none"],
             f"{statistics.median(rounds):g}" if rounds else "-", first,
-            f"{statistics.median(walls):.1f}", f"{max(walls):.1f}",
+            f"{statistics.median(to_verdict):.1f}" if to_verdict else "-",
+            f"{max(to_verdict):.1f}" if to_verdict else "-", f"{statistics.median(walls):.1f}",
             sum(r["remeasured"] for r in mine), sum(r["stayed"] for r in mine),
         ])
     return table
@@ -93,21 +105,27 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("/tmp/gate-ab-cases"))
     parser.add_argument("--gate-arg", action="append", default=[],
                         help="extra argument for gate ab (repeatable), e.g. --gate-arg=--plan=x")
+    parser.add_argument("--profile-runs", type=int, default=1,
+                        help="the first N runs of each case profile as gate ab does by default "
+                        "(--profile auto); later ones --profile never, so the wall time is "
+                        "the verdict's")
     args = parser.parse_args()
     cases = [c for c in args.cases.split(",") if c]
     unknown = [c for c in cases if c not in CASES]
     if unknown:
         parser.error(f"unknown case(s) {unknown}; known: {', '.join(CASES)}")
     rows = []
+    args.out.mkdir(parents=True, exist_ok=True)
     for i in range(args.runs):  # cases interleaved, so machine drift hits them alike
         for case in cases:
-            row = run_case(case, i, args.out, args.gate_arg)
+            row = run_case(case, i, args.out, args.gate_arg, i < args.profile_runs)
             rows.append(row)
+            (args.out / "rows.json").write_text(json.dumps(rows, indent=1))  # survives a stop
             print(f"{case} #{row['run']}: {row['outcome']} after {row['rounds']} round(s), "
                   f"{row['wall_s'] / 60:.1f} min; {row['note']}", flush=True)
-    (args.out / "rows.json").write_text(json.dumps(rows, indent=1))
     headers = ["case", "runs", "pass", "fail", "inconclusive", "error", "rounds (median)",
-               "failed in round 1", "min to verdict (median)", "max", "cells re-measured",
+               "failed in round 1", "min to verdict (median)", "max", "min wall (median)",
+               "cells re-measured",
                "cells stayed coalesced"]
     print()
     print(tabulate(summary(rows), headers=headers, disable_numparse=True))
