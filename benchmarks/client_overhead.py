@@ -29,6 +29,7 @@ from tabulate import tabulate
 
 from gate.client import Request, run_closed_loop
 from gate.plan import load_plan
+from gate.settings import Settings
 from gate.tiny_model import ensure
 
 HERE = Path(__file__).resolve().parent
@@ -99,7 +100,7 @@ def main() -> None:
     server_core, client_core = (1, 0) if two_cores else (None, None)
     if client_core is not None:
         os.sched_setaffinity(0, {client_core})
-    tokenizer = str(ensure(load_plan("cpu-smoke").server.tiny_model))
+    tokenizer = str(ensure(load_plan("cpu-smoke").server.tiny_model, Settings.from_env().cache_dir))
     rows = []
     for burst in (False, True):
         proc, url = start_server(burst, server_core)

@@ -27,6 +27,7 @@ from gate import client, metrics, workload
 from gate.plan import load_plan
 from gate.run import Cell, Measurement, to_record
 from gate.server import VllmServer
+from gate.settings import Settings
 from gate.tiny_model import ensure
 
 HERE = Path(__file__).resolve().parent
@@ -78,7 +79,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     plan = load_plan("cpu-smoke")
-    model_dir = str(ensure(plan.server.tiny_model))
+    model_dir = str(ensure(plan.server.tiny_model, Settings.from_env().cache_dir))
     log = Path(tempfile.mkdtemp()) / "server.log"
     rows = []
     started = time.monotonic()

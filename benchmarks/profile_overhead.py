@@ -27,6 +27,7 @@ from gate.profile import WINDOW_OVER, PySpyRun, find_py_spy, server_processes
 from gate.profile_data import tokens_between
 from gate.profile_load import ServerLoad, guided_requests, token_events
 from gate.server import VllmServer
+from gate.settings import Settings
 from gate.tiny_model import ensure
 
 RAMP_S = 2.0
@@ -63,7 +64,7 @@ def main() -> None:
     args = ap.parse_args()
     rates = [int(r) for r in args.rates.split(",")]
     plan = load_plan("cpu-smoke")
-    model = str(ensure(plan.server.tiny_model))
+    model = str(ensure(plan.server.tiny_model, Settings.from_env().cache_dir))
     work = Path(tempfile.mkdtemp(prefix="profile-overhead-"))
     rows: dict[int, list[tuple[float, float]]] = {0: [], **{r: [] for r in rates}}
     with VllmServer(plan.server, model, work / "server.log", log=lambda m: None) as server:
