@@ -19,7 +19,7 @@ degrees of freedom. Then rounds are added one at a time and judged by gate.seque
 Default noise (sd of d per round) is a first guess for this 2-core CPU (drain 10%, TPOT p50
 8%, TPOT p99 15%, ITL p99 20%) and an assumed 2% on a GPU (3% for p99 figures); pass measured
 values (`gate calibrate`) to rerun. Thresholds are the plans': drain and TPOT p50 10%; p99
-not judged (cpu-smoke, levels 8 and 16) or 20% (GPU plans); overhead `--overhead-pct`.
+not judged (cpu-smoke) or 20% (GPU plans); overhead `--overhead-pct`.
 
     .venv/bin/python benchmarks/noise_simulation.py                  # about a minute
     .venv/bin/python benchmarks/noise_simulation.py --cpu-tpot-pct 4 --cpu-drain-pct 5
@@ -41,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gate import sequential as seq  # noqa: E402
 from gate.noise import FALLBACK_PRIOR_DF, estimate_check  # noqa: E402
+from gate.plan import load_plan  # noqa: E402
 from gate.thresholds import CPU_RUN_NOISE_PCT, GPU_RUN_NOISE_PCT  # noqa: E402
 from gate.verdict import Outcome, worst  # noqa: E402
 
@@ -286,7 +287,7 @@ def sigma_sweep(base: Setting, design: Design, trials: int, seed: int) -> None:
 def settings(args: argparse.Namespace) -> dict[str, Setting]:
     g = args.gpu_pct / 100.0
     return {
-        # cpu-smoke: levels 8 and 16, tails (TPOT p99, ITL p99) not judged
+        # cpu-smoke: its sweep levels, tails (TPOT p99, ITL p99) not judged
         "cpu": Setting("cpu", tuple(args.cpu_levels), args.cpu_drain_pct / 100,
                        args.cpu_tpot_pct / 100,
                        args.cpu_tpot99_pct / 100, args.cpu_itl99_pct / 100, args.threshold_pct,
@@ -308,8 +309,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--calibration-rounds", type=int, default=20)
     p.add_argument("--threshold-pct", type=float, default=10.0, help="drain and TPOT p50")
     p.add_argument("--overhead-pct", type=float, default=20.0, help="guided/free overhead change")
-    p.add_argument("--cpu-levels", type=lambda t: [int(v) for v in t.split(",")], default=[8],
-                   help="cpu-smoke's sweep levels (comma-separated)")
+    p.add_argument("--cpu-levels", type=lambda t: [int(v) for v in t.split(",")],
+                   default=load_plan("cpu-smoke").sweep.levels,
+                   help="sweep levels of the cpu setting (comma-separated; default: cpu-smoke's)")
     p.add_argument("--cpu-drain-pct", type=float, default=10.0)
     p.add_argument("--cpu-tpot-pct", type=float, default=8.0)
     p.add_argument("--cpu-tpot99-pct", type=float, default=15.0)

@@ -189,9 +189,8 @@ class BuildSession:
 
     def _latency(self, key: CellKey) -> float:
         """A request's latency at this arm and concurrency, from the warm-up (0: unknown)."""
-        done = sorted(r.e2el_s for r in self.records
-                      if r.phase == "warmup" and r.arm == key.arm and r.ok and r.e2el_s
-                      and r.concurrency == key.concurrency)
+        warm = CellKey("warmup", key.arm, key.concurrency)
+        done = sorted(r.e2el_s for r in self.records if r.key == warm and r.ok and r.e2el_s)
         return done[len(done) // 2] if done else 0.0
 
     # -- cells -----------------------------------------------------------------------------
