@@ -134,8 +134,10 @@ def ratio_bound_checks(head: Results, thresholds: Thresholds, noise: Noise, conf
         # Two cells (guided, free) behind each ratio: the spread of a pair.
         prior = _prior(noise, thresholds, on_gpu, slot.name, paired=True)
         sample = seq.log_sample(values)
-        _, lo, hi = seq.unpaired_interval(sample, seq.LogSample(0.0, 0.0, 10**9), prior.sigma,
-                                          prior.df, confidence)
+        # One sample against a fixed bound: the t interval of the mean log ratio, its spread
+        # pooled from the prior and the repeats (as paired_interval does for rounds' d).
+        _, lo, hi = seq.paired_interval([math.log(v) for v in values], prior.sigma, prior.df,
+                                        confidence)
         lo_x, hi_x = 1 + lo / 100, 1 + hi / 100
         outcome = Outcome.FAIL if lo_x > bound else Outcome.PASS if hi_x <= bound else \
             Outcome.INCONCLUSIVE

@@ -60,6 +60,14 @@ def test_seed_b300_guided_free_ratio_fails_from_c8():
     assert c8.head == pytest.approx(7.49 / 1.12) and c8.outcome == Outcome.FAIL
 
 
+def test_one_repeats_bound_interval_has_the_priors_width_not_zero():
+    # One run cannot know its ratio to the fourth digit: the interval comes from the prior's
+    # spread (a stored base of zero spread must not pool it away).
+    c8 = check(compare_results(ratio_results(1070.0, 1110.0), None, None, T), "bound.c8.tpot_p50")
+    assert c8.head_n == 1
+    assert c8.ci_low < 0.99 * c8.head and c8.ci_high > 1.01 * c8.head
+
+
 def test_seed_b300_healthy_ratio_passes():
     v = compare_results(ratio_results(1070.0, 1110.0), None, None, T)
     assert v.outcome == Outcome.PASS, v.headline
