@@ -116,6 +116,7 @@ class Profiling:
 
     policy: str = "auto"  # always, never, auto: when a check failed or is inconclusive
     options: SamplingOptions = field(default_factory=SamplingOptions)
+    diff: DiffSettings = field(default_factory=DiffSettings)
 
 
 def ab(plan: Plan, base: Build, head: Build, out: Path, judge: Judge, progress: Progress,
@@ -159,7 +160,7 @@ class _Profiler:
                     s.base_url, self.plan, self.out / label / "profile", self.profiling.options,
                     label=label, pid=s.server_pid, log=self.progress)
             written = write_diff(profiles["base"], profiles["head"], self.out / "profile-diff",
-                                 DiffSettings(), base_dir=self.out / "base" / "profile",
+                                 self.profiling.diff, base_dir=self.out / "base" / "profile",
                                  head_dir=self.out / "head" / "profile")
             self.diff = written.diff
             self.progress("profile diff:\n" + written.table)

@@ -45,8 +45,13 @@ def render_where_time(diff: ProfileDiff, evidence: Evidence | None = None,
     added = diff.added
     windows = f"{diff.base_windows} + {diff.head_windows} sampling windows"
     if not added:
-        out.append(f"No function takes more time beyond sampling noise ({windows}; "
-                   f"total {diff.total.base:.0f} -> {diff.total.head:.0f} {UNIT}).")
+        floors = diff.settings
+        out.append(f"No function takes more time beyond noise ({windows}; "
+                   f"total {diff.total.base:.0f} -> {diff.total.head:.0f} {UNIT}). Named "
+                   f"would be a difference beyond sampling noise and at least "
+                   f"{floors.min_share:.0%} of the base's time and {floors.min_rel:.0%} of the "
+                   "function's own: smaller ones are within what two servers of one build "
+                   "differ by.")
         return "\n".join(out) + "\n"
     own = [f for f in added if f.self_time.significant and f.self_time.diff > 0]
     rows = own or added

@@ -12,6 +12,7 @@ from gate.errors import GateError
 from gate.noise import noise_for
 from gate.plan import apply_overrides, load_plan
 from gate.profile import DEFAULT_RATE_HZ, PROFILE_POLICIES, SamplingOptions
+from gate.profile_diff import DiffSettings
 from gate.progress import Progress
 from gate.settings import Settings
 
@@ -49,6 +50,10 @@ def add_parser(sub) -> None:
                    "OUT/{base,head}/profile and OUT/profile-diff")
     p.add_argument("--profile-rate", type=int, default=DEFAULT_RATE_HZ,
                    help=f"py-spy samples per second (default {DEFAULT_RATE_HZ})")
+    p.add_argument("--profile-min-share", type=float, default=DiffSettings().min_share,
+                   help="smallest per-function difference the profile diff names, as a share "
+                   "of the base build's time per token (default %(default)s: the noise between "
+                   "two servers measured on CPU; see docs/profile.md)")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(handler=handle)
 
@@ -80,8 +85,11 @@ def handle(args, settings: Settings) -> int:
 
     options = SamplingOptions(rate_hz=args.profile_rate)
     options.check()
+    if not 0.0 <= args.profile_min_share <= 1.0:
+        raise GateError(f"--profile-min-share must be between 0 and 1, got {args.profile_min_share}")
+    diff = DiffSettings(min_share=args.profile_min_share)
     result = ab.ab(plan, base, head, args.out, judge, Progress(quiet=args.quiet),
-                   settings.cache_dir, ab.Profiling(args.profile, options))
+                   settings.cache_dir, ab.Profiling(args.profile, options, diff))
     path = args.out / "verdict.json"
     write_verdict(result.verdict, path)
     print(summary.render_verdict(result.verdict))

@@ -4,8 +4,10 @@ hand-made profiles."""
 from __future__ import annotations
 
 import pytest
+from support.paths import FIXTURES
 from support.profiles import FAST, MAIN, SLOW, STEP, make_profile, steady
 
+from gate.profile_data import load_profile
 from gate.profile_diff import DiffSettings, count_functions, diff_profiles, per_1k, render_table
 
 
@@ -176,3 +178,30 @@ def test_cpu_basis_scales_each_process_by_the_cpu_it_got():
     assert d.total.diff == pytest.approx(-500.0) and d.settings.basis == "cpu"
     assert "(cpu time)" in d.method
     assert diff_profiles(base, starved).total.diff == 0  # wall time: the same
+
+
+# Recorded pairs (tests/fixtures/profiles/README.md): the floors against real servers.
+
+def recorded(name: str):
+    folder = FIXTURES / "profiles" / name
+    return load_profile(folder / "base"), load_profile(folder / "head")
+
+
+def test_two_servers_of_one_build_differ_by_less_than_the_floor():
+    base, head = recorded("aa-two-servers")
+    diff = diff_profiles(base, head)
+    assert diff.named == [], render_table(diff)
+    # The difference is real between these two servers, not sampling noise: with the floor
+    # at the 3% it once was, the bootstrap calls it significant.
+    old = diff_profiles(base, head, DiffSettings(min_share=0.03))
+    assert [f.name for f in old.named] == ["Sampler.forward", "GPUModelRunner._sample"]
+
+
+def test_a_quarter_slower_guided_step_is_still_named_at_the_floor():
+    base, head = recorded("plus25")
+    diff = diff_profiles(base, head)
+    assert [f.name for f in diff.named] == ["_slowed.<locals>.apply_grammar_bitmask"]
+    slowed = diff.named[0]
+    assert slowed.self_time.significant and slowed.inclusive.significant
+    assert slowed.added and slowed.inclusive.diff > diff.settings.min_share * (
+        diff.total.base - diff.waiting.base)

@@ -10,7 +10,7 @@ from support.profiles import make_profile, steady
 
 from gate.attribution import Evidence, FunctionEvidence, RankedHunk
 from gate.flamegraph import diff_folded_text, folded, render_svg
-from gate.profile_diff import diff_profiles
+from gate.profile_diff import DiffSettings, diff_profiles
 from gate.profile_report import TITLE, render_where_time
 
 
@@ -49,7 +49,8 @@ def test_section_without_differences():
     diff = diff_profiles(make_profile("base", steady(40)), make_profile("head", steady(40)))
     text = render_where_time(diff)
     assert text.startswith(TITLE)
-    assert "No function takes more time beyond sampling noise (5 + 5 sampling windows" in text
+    assert "No function takes more time beyond noise (5 + 5 sampling windows" in text
+    assert f"at least {DiffSettings().min_share:.0%} of the base's time" in text
     assert "|" not in text
 
 
