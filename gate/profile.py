@@ -278,13 +278,24 @@ class Sampler:
             self.done.set()
 
     def _window(self, i: int) -> WindowRecording:
-        self._live = [
-            PySpyRun(self.py_spy, p, self.raw_dir / f"w{i}-{p.role}-{p.pid}.speedscope.json",
-                     self.opts.rate_hz)
-            for p in self.processes
-        ]
-        for run in self._live:
-            run.wait_started()
+        # A py-spy that hangs before its first sample (seen once in ~30 profiled runs, on a
+        # server under load) is stopped and the window's samplers started once more.
+        for attempt in (1, 2):
+            self._live = [
+                PySpyRun(self.py_spy, p, self.raw_dir / f"w{i}-{p.role}-{p.pid}.speedscope.json",
+                         self.opts.rate_hz)
+                for p in self.processes
+            ]
+            try:
+                for run in self._live:
+                    run.wait_started()
+                break
+            except MeasurementError as exc:
+                for run in self._live:
+                    run.kill()
+                if attempt == 2 or "did not start sampling" not in str(exc):
+                    raise
+                self.log(f"profile window {i + 1}: {exc}; starting py-spy again")
         cpu0 = cpu_seconds(self.processes)
         start = statistics.fmean(r.started_at for r in self._live if r.started_at is not None)
         self._stop.wait(max(0.0, start + self.opts.window_s - time.perf_counter()))
