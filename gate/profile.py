@@ -155,6 +155,10 @@ def cpu_seconds(processes: Sequence[ProcessInfo]) -> list[float] | None:
         return None
 
 
+class PySpyStartTimeout(MeasurementError):
+    """py-spy is running but has not taken its first sample in time."""
+
+
 class PySpyRun:
     """One `py-spy record` of one process for one window. It samples until `stop()` sends
     it SIGINT (py-spy then writes its file and exits 0): every process's window then ends at
@@ -189,8 +193,8 @@ class PySpyRun:
                 raise self._failure()
             if time.monotonic() > deadline:
                 self.kill()
-                raise MeasurementError(f"py-spy did not start sampling {self.proc.role} "
-                                       f"(pid {self.proc.pid}) within {timeout_s:.0f}s")
+                raise PySpyStartTimeout(f"py-spy did not start sampling {self.proc.role} "
+                                        f"(pid {self.proc.pid}) within {timeout_s:.0f}s")
             time.sleep(0.01)
 
     def stop(self) -> None:
@@ -277,25 +281,26 @@ class Sampler:
                 run.kill()
             self.done.set()
 
+    def _start(self, i: int) -> None:
+        """Start one py-spy per process for window `i` and wait until all of them sample."""
+        self._live = [
+            PySpyRun(self.py_spy, p, self.raw_dir / f"w{i}-{p.role}-{p.pid}.speedscope.json",
+                     self.opts.rate_hz)
+            for p in self.processes
+        ]
+        for run in self._live:
+            run.wait_started()
+
     def _window(self, i: int) -> WindowRecording:
-        # A py-spy that hangs before its first sample (seen once in ~30 profiled runs, on a
-        # server under load) is stopped and the window's samplers started once more.
-        for attempt in (1, 2):
-            self._live = [
-                PySpyRun(self.py_spy, p, self.raw_dir / f"w{i}-{p.role}-{p.pid}.speedscope.json",
-                         self.opts.rate_hz)
-                for p in self.processes
-            ]
-            try:
-                for run in self._live:
-                    run.wait_started()
-                break
-            except MeasurementError as exc:
-                for run in self._live:
-                    run.kill()
-                if attempt == 2 or "did not start sampling" not in str(exc):
-                    raise
-                self.log(f"profile window {i + 1}: {exc}; starting py-spy again")
+        try:
+            self._start(i)
+        except PySpyStartTimeout as exc:
+            # A py-spy that hangs before its first sample (seen once in ~30 profiled runs, on
+            # a server under load): stop the window's samplers and start them once more.
+            for run in self._live:
+                run.kill()
+            self.log(f"profile window {i + 1}: {exc}; starting py-spy again")
+            self._start(i)
         cpu0 = cpu_seconds(self.processes)
         start = statistics.fmean(r.started_at for r in self._live if r.started_at is not None)
         self._stop.wait(max(0.0, start + self.opts.window_s - time.perf_counter()))

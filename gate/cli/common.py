@@ -7,8 +7,11 @@ import signal
 from collections.abc import Iterator
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from gate.errors import GateError
-from gate.files import write_atomic
+from gate.files import invalid, write_atomic
+from gate.profile_diff import DiffSettings
 from gate.verdict import Verdict
 
 
@@ -55,3 +58,11 @@ def assignments(items: list[str] | None, option: str) -> dict[str, str]:
 
 def write_verdict(verdict: Verdict, path: Path) -> None:
     write_atomic(path, verdict.model_dump_json(indent=1))
+
+
+def diff_settings(**fields) -> DiffSettings:
+    """The profile diff's settings from command-line values, a clear error when out of range."""
+    try:
+        return DiffSettings(**fields)
+    except ValidationError as exc:
+        raise invalid("profile diff settings", exc) from None

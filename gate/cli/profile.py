@@ -7,10 +7,8 @@ import argparse
 import os
 from pathlib import Path
 
-from pydantic import ValidationError
-
+from gate.cli.common import diff_settings
 from gate.errors import EXIT_PASS, GateError
-from gate.files import invalid
 from gate.hunks import load_hunks
 from gate.plan import load_plan
 from gate.profile import DEFAULT_RATE_HZ, SPEEDSCOPE_FILE, SamplingOptions
@@ -101,14 +99,11 @@ def record(args, settings: Settings) -> int:
 
 
 def diff(args, settings: Settings) -> int:
-    try:
-        diff_settings = DiffSettings(basis=args.basis, confidence=args.confidence,
-                                     min_share=args.min_share, min_rel=args.min_rel)
-    except ValidationError as exc:
-        raise invalid("profile diff settings", exc) from None
+    method = diff_settings(basis=args.basis, confidence=args.confidence,
+                           min_share=args.min_share, min_rel=args.min_rel)
     hunkset = load_hunks(args.hunks) if args.hunks else None
     base, head = load_profile(args.base), load_profile(args.head)
-    written = write_diff(base, head, args.out, diff_settings, base_dir=_folder(args.base),
+    written = write_diff(base, head, args.out, method, base_dir=_folder(args.base),
                          head_dir=_folder(args.head), hunkset=hunkset, repo=args.repo,
                          top=args.top)
     print(written.table)
