@@ -27,10 +27,10 @@ from pathlib import Path
 import requests
 from tabulate import tabulate
 
-from gate.client import Request, run_closed_loop
-from gate.plan import load_plan
-from gate.settings import Settings
-from gate.tiny_model import ensure
+from gate.core.settings import Settings
+from gate.measure.client import Request, run_closed_loop
+from gate.plan.spec import load_plan
+from gate.runner.tiny_model import ensure
 
 HERE = Path(__file__).resolve().parent
 CONCURRENCY = 64

@@ -23,12 +23,13 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from gate import client, metrics, workload
-from gate.plan import load_plan
-from gate.run import Cell, Measurement, to_record
-from gate.server import VllmServer
-from gate.settings import Settings
-from gate.tiny_model import ensure
+from gate.core.settings import Settings
+from gate.flows.run import Cell, Measurement, to_record
+from gate.measure import client, metrics
+from gate.measure.server import VllmServer
+from gate.plan import workload
+from gate.plan.spec import load_plan
+from gate.runner.tiny_model import ensure
 
 HERE = Path(__file__).resolve().parent
 

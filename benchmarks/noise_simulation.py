@@ -12,8 +12,8 @@ next to each other in time. The model of d, per round:
   d + log(1+s) at every level, overhead + log(1+s); the free arm is untouched.
 
 Each trial first calibrates: `--calibration-rounds` A/A rounds from the same model give each
-check's prior sigma (as `gate calibrate` would, gate.noise.estimate_check), worth rounds - 1
-degrees of freedom. Then rounds are added one at a time and judged by gate.sequential
+check's prior sigma (as `gate calibrate` would, gate.judge.noise.estimate_check), worth rounds - 1
+degrees of freedom. Then rounds are added one at a time and judged by gate.judge.sequential
 (observe, next_action) until every check is decided, a check fails, or `--max-rounds` is spent.
 
 Default noise (sd of d per round) is a first guess for this 2-core CPU (drain 10%, TPOT p50
@@ -39,11 +39,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gate import sequential as seq  # noqa: E402
-from gate.noise import FALLBACK_PRIOR_DF, estimate_check  # noqa: E402
-from gate.plan import load_plan  # noqa: E402
-from gate.thresholds import CPU_RUN_NOISE_PCT, GPU_RUN_NOISE_PCT  # noqa: E402
-from gate.verdict import Outcome, worst  # noqa: E402
+from gate.judge import sequential as seq  # noqa: E402
+from gate.judge.noise import FALLBACK_PRIOR_DF, estimate_check  # noqa: E402
+from gate.judge.verdict import Outcome, worst  # noqa: E402
+from gate.plan.spec import load_plan  # noqa: E402
+from gate.plan.thresholds import CPU_RUN_NOISE_PCT, GPU_RUN_NOISE_PCT  # noqa: E402
 
 
 @dataclass(frozen=True)

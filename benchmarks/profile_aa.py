@@ -1,5 +1,5 @@
 """How far a healthy build's profile differs from itself in `gate ab`: the evidence behind
-gate.profile_diff's share floor.
+gate.profile.diff's share floor.
 
 Runs `gate ab --profile always` with the same build on both sides (`--runs N`, each to its own
 folder), or reads A/B folders written before (`--from DIR ...`), and re-diffs each pair of
@@ -23,9 +23,9 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from gate.profile_data import load_profile
-from gate.profile_diff import DiffSettings, ProfileDiff, diff_profiles
-from gate.verdict import load_verdict
+from gate.judge.verdict import load_verdict
+from gate.profile.data import load_build_profile
+from gate.profile.diff import DiffSettings, ProfileDiff, diff_profiles
 
 
 def largest(diff: ProfileDiff) -> tuple[float, str]:
@@ -40,7 +40,7 @@ def largest(diff: ProfileDiff) -> tuple[float, str]:
 
 
 def row(folder: Path) -> dict:
-    base, head = (load_profile(folder / arm / "profile") for arm in ("base", "head"))
+    base, head = (load_build_profile(folder / arm / "profile") for arm in ("base", "head"))
     loose = diff_profiles(base, head, DiffSettings(min_share=0))
     default = diff_profiles(base, head)
     share, what = largest(loose)

@@ -22,13 +22,13 @@ from pathlib import Path
 import psutil
 from tabulate import tabulate
 
-from gate.plan import load_plan
-from gate.profile import WINDOW_OVER, PySpyRun, find_py_spy, server_processes
-from gate.profile_data import tokens_between
-from gate.profile_load import ServerLoad, guided_requests, token_events
-from gate.server import VllmServer
-from gate.settings import Settings
-from gate.tiny_model import ensure
+from gate.core.settings import Settings
+from gate.measure.server import VllmServer
+from gate.plan.spec import load_plan
+from gate.profile.data import tokens_between
+from gate.profile.sampling import WINDOW_OVER, PySpyRun, find_py_spy, server_processes
+from gate.profile.traffic import ServerLoad, guided_requests, token_events
+from gate.runner.tiny_model import ensure
 
 RAMP_S = 2.0
 

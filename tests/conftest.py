@@ -10,10 +10,10 @@ import importlib.util
 
 import pytest
 
-from gate.plan import load_plan
-from gate.server import VllmServer
-from gate.settings import Settings
-from gate.tiny_model import ensure
+from gate.core.settings import Settings
+from gate.measure.server import VllmServer
+from gate.plan.spec import load_plan
+from gate.runner.tiny_model import ensure
 
 
 @pytest.fixture(scope="session")

@@ -5,16 +5,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gate import ab, summary
 from gate.cli.common import assignments, diff_settings, int_list, write_verdict
-from gate.compare import compare_results
-from gate.errors import GateError
-from gate.noise import noise_for
-from gate.plan import apply_overrides, load_plan
-from gate.profile import DEFAULT_RATE_HZ, PROFILE_POLICIES, SamplingOptions
-from gate.profile_diff import DiffSettings
-from gate.progress import Progress
-from gate.settings import Settings
+from gate.core.errors import GateError
+from gate.core.progress import Progress
+from gate.core.settings import Settings
+from gate.flows import ab
+from gate.judge.compare import compare_results
+from gate.judge.noise import noise_for
+from gate.plan.spec import apply_overrides, load_plan
+from gate.profile.diff import DiffSettings
+from gate.profile.sampling import DEFAULT_RATE_HZ, PROFILE_POLICIES, SamplingOptions
+from gate.report import terminal
 
 
 def add_parser(sub) -> None:
@@ -90,6 +91,6 @@ def handle(args, settings: Settings) -> int:
                    settings.cache_dir, ab.Profiling(args.profile, options, diff))
     path = args.out / "verdict.json"
     write_verdict(result.verdict, path)
-    print(summary.render_verdict(result.verdict))
+    print(terminal.render_verdict(result.verdict))
     print(f"\nverdict: {path} (base: {args.out / 'base'}, head: {args.out / 'head'})")
     return result.verdict.exit_code

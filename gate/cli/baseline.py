@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gate import baseline as bl
-from gate.checks import results_figures
-from gate.compare import compare_results
-from gate.errors import EXIT_BAD_INPUT, EXIT_PASS, GateError
-from gate.results import load_results, results_path
-from gate.settings import Settings
+from gate.core.errors import EXIT_BAD_INPUT, EXIT_PASS, GateError
+from gate.core.settings import Settings
+from gate.judge import baseline as bl
+from gate.judge.checks import results_figures
+from gate.judge.compare import compare_results
+from gate.measure.results import load_results, results_path
 
 
 def add_parser(sub) -> None:

@@ -6,11 +6,11 @@ import shlex
 import sys
 from pathlib import Path
 
-from gate import ab, calibrate
 from gate.cli.common import assignments, int_list
-from gate.plan import apply_overrides, load_plan
-from gate.progress import Progress
-from gate.settings import Settings
+from gate.core.progress import Progress
+from gate.core.settings import Settings
+from gate.flows import ab, calibrate
+from gate.plan.spec import apply_overrides, load_plan
 
 
 def add_parser(sub) -> None:

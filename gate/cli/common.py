@@ -9,10 +9,10 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from gate.errors import GateError
-from gate.files import invalid, write_atomic
-from gate.profile_diff import DiffSettings
-from gate.verdict import Verdict
+from gate.core.errors import GateError
+from gate.core.files import invalid, write_atomic
+from gate.judge.verdict import Verdict
+from gate.profile.diff import DiffSettings
 
 
 class Terminated(BaseException):

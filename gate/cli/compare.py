@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gate import baseline as bl
-from gate import summary
 from gate.cli.common import assignments, write_verdict
-from gate.compare import compare_results
-from gate.noise import noise_for
-from gate.results import load_results, results_path
-from gate.settings import Settings
+from gate.core.settings import Settings
+from gate.judge import baseline as bl
+from gate.judge.compare import compare_results
+from gate.judge.noise import noise_for
+from gate.measure.results import load_results, results_path
+from gate.report import terminal
 
 
 def add_parser(sub) -> None:
@@ -66,6 +66,6 @@ def handle(args, settings: Settings) -> int:
     )
     out = args.out or head_path.parent / "verdict.json"
     write_verdict(verdict, out)
-    print(summary.render_verdict(verdict))
+    print(terminal.render_verdict(verdict))
     print(f"\nwrote {out}")
     return verdict.exit_code

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gate import doctor
-from gate.doctor import DoctorReport, Severity
-from gate.doctor_probe import CGROUP, CPU_SYS, PROC
-from gate.errors import GateError
-from gate.files import write_atomic
-from gate.settings import Settings
+from gate.core.errors import GateError
+from gate.core.files import write_atomic
+from gate.core.settings import Settings
+from gate.runner import doctor
+from gate.runner.doctor import DoctorReport, Severity
+from gate.runner.probes import CGROUP, CPU_SYS, PROC
 
 ORDER = (Severity.invalidating, Severity.warning, Severity.info)
 
@@ -50,7 +50,7 @@ def handle(args, settings: Settings) -> int:
         raise GateError("--sample-s and --min-free-gib must not be negative")
     if args.server_log is not None and not args.server_log.is_file():
         raise GateError(f"server log {args.server_log} does not exist")
-    report = doctor.collect(
+    report = doctor.examine(
         server_pid=args.server_pid, server_log=args.server_log, python=args.python,
         model_dir=args.model_dir or settings.cache_dir, min_free_gib=args.min_free_gib, sample_s=args.sample_s,
         probe_torch=not args.no_probe, proc_root=args.proc_root,

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from gate import export
-from gate.files import write_atomic
-from gate.results import load_results
-from gate.settings import Settings
+from gate.core.files import write_atomic
+from gate.core.settings import Settings
+from gate.measure.results import load_results
+from gate.report import export
 
 
 def add_parser(sub) -> None:

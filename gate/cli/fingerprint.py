@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gate import fingerprint
-from gate.settings import Settings
+from gate.core.settings import Settings
+from gate.runner import fingerprint
 
 
 def add_parser(sub) -> None:
@@ -16,7 +16,7 @@ def add_parser(sub) -> None:
 
 
 def handle(args, settings: Settings) -> int:
-    fp = fingerprint.collect(python=args.python, cgroup_root=args.cgroup_root)
+    fp = fingerprint.take_fingerprint(python=args.python, cgroup_root=args.cgroup_root)
     print(fp.model_dump_json(indent=2))
     for warning in fingerprint.warnings_for(fp):
         print(f"warning: {warning}")

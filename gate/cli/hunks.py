@@ -5,9 +5,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from gate.files import write_atomic
-from gate.hunks import DEFAULT_WATCH, HunkSet, extract_hunks
-from gate.settings import Settings
+from gate.core.files import write_atomic
+from gate.core.settings import Settings
+from gate.evidence.hunks import DEFAULT_WATCH, HunkSet, extract_hunks
 
 
 def add_parser(sub) -> None:

@@ -7,18 +7,18 @@ import shlex
 import sys
 from pathlib import Path
 
-from gate import install_vllm
-from gate.settings import Settings
+from gate.core.settings import Settings
+from gate.runner import install
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
         "install-vllm",
         help="install the PR's vLLM build into a virtualenv (precompiled, source, wheel)",
-        description=install_vllm.__doc__.split("\n\n", 1)[1] if install_vllm.__doc__ else None,
+        description=install.__doc__.split("\n\n", 1)[1] if install.__doc__ else None,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--mode", required=True, choices=install_vllm.MODES)
+    p.add_argument("--mode", required=True, choices=install.MODES)
     p.add_argument("--python", required=True, help="the target virtualenv's python")
     p.add_argument("--src", type=Path, help="vLLM source checkout (precompiled, source)")
     p.add_argument("--base-ref", default="origin/main", help="merge-base ref (precompiled)")
@@ -29,7 +29,7 @@ def add_parser(sub) -> None:
 
 
 def handle(args, settings: Settings) -> int:
-    plan = install_vllm.plan_install(
+    plan = install.plan_install(
         args.mode,
         args.python,
         src=args.src,
@@ -49,8 +49,8 @@ def handle(args, settings: Settings) -> int:
         for step in plan.steps:
             print(step.render())
         if plan.mode == "preinstalled":
-            print(shlex.join([args.python, "-c", install_vllm.VERSION_PROBE]))
+            print(shlex.join([args.python, "-c", install.VERSION_PROBE]))
         return 0
-    install_vllm.execute(plan)
-    print(f"vllm {install_vllm.vllm_version(args.python)} ({args.python})")
+    install.run_install(plan)
+    print(f"vllm {install.installed_vllm_version(args.python)} ({args.python})")
     return 0

@@ -26,9 +26,9 @@ from gate.cli import (
     verdict,
 )
 from gate.cli.common import Terminated, sigterm_unwinds
-from gate.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_TERMINATED, GateError
-from gate.runner_output import safe_std_streams
-from gate.settings import Settings
+from gate.core.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_TERMINATED, GateError
+from gate.core.settings import Settings
+from gate.github.workflow_commands import safe_std_streams
 
 # Every subcommand, in the order `gate --help` lists them.
 COMMANDS = (

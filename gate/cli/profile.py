@@ -1,5 +1,5 @@
-"""`gate profile record` and `gate profile diff`: the command-line face of gate.profile,
-gate.profile_diff, gate.flamegraph and gate.attribution."""
+"""`gate profile record` and `gate profile diff`: the command-line face of gate.profile.sampling,
+gate.profile.diff, gate.profile.flamegraph and gate.evidence.attribution."""
 
 from __future__ import annotations
 
@@ -8,19 +8,19 @@ import os
 from pathlib import Path
 
 from gate.cli.common import diff_settings
-from gate.errors import EXIT_PASS, GateError
-from gate.hunks import load_hunks
-from gate.plan import load_plan
-from gate.profile import DEFAULT_RATE_HZ, SPEEDSCOPE_FILE, SamplingOptions
-from gate.profile_artifacts import write_diff
-from gate.profile_data import load_profile
-from gate.profile_diff import (
+from gate.core.errors import EXIT_PASS, GateError
+from gate.core.progress import Progress
+from gate.core.settings import Settings
+from gate.evidence.hunks import load_hunks
+from gate.flows.diff_artifacts import write_diff
+from gate.plan.spec import load_plan
+from gate.profile.data import load_build_profile
+from gate.profile.diff import (
     PROFILE_DIFF_FILE,
     DiffSettings,
 )
-from gate.profile_load import profile_server
-from gate.progress import Progress
-from gate.settings import Settings
+from gate.profile.sampling import DEFAULT_RATE_HZ, SPEEDSCOPE_FILE, SamplingOptions
+from gate.profile.traffic import profile_server
 
 
 def add_parser(sub) -> None:
@@ -102,7 +102,7 @@ def diff(args, settings: Settings) -> int:
     method = diff_settings(basis=args.basis, confidence=args.confidence,
                            min_share=args.min_share, min_rel=args.min_rel)
     hunkset = load_hunks(args.hunks) if args.hunks else None
-    base, head = load_profile(args.base), load_profile(args.head)
+    base, head = load_build_profile(args.base), load_build_profile(args.head)
     written = write_diff(base, head, args.out, method, base_dir=_folder(args.base),
                          head_dir=_folder(args.head), hunkset=hunkset, repo=args.repo,
                          top=args.top)

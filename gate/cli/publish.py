@@ -8,15 +8,15 @@ import argparse
 from functools import partial
 from pathlib import Path
 
-from gate.comment_file import CommentRun, combine
-from gate.errors import GateError
-from gate.github import DEFAULT_MAX_WAIT_S
-from gate.hunks import load_hunks
-from gate.profile_artifacts import load_written
-from gate.publish import PublishOptions, default_client, post_comment_file, publish
-from gate.results import load_results
-from gate.settings import Settings, check_marker_id
-from gate.verdict import load_verdict
+from gate.core.errors import GateError
+from gate.core.settings import Settings, check_marker_id
+from gate.evidence.hunks import load_hunks
+from gate.flows.diff_artifacts import load_written
+from gate.github.client import DEFAULT_MAX_WAIT_S
+from gate.github.comment_file import CommentRun, combine
+from gate.github.publish import PublishOptions, default_client, post_comment_file, publish
+from gate.judge.verdict import load_verdict
+from gate.measure.results import load_results
 
 
 def add_parser(sub) -> None:

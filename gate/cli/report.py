@@ -6,15 +6,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from gate.errors import GateError
-from gate.files import write_atomic
-from gate.hunks import load_hunks
-from gate.profile_artifacts import load_written
-from gate.report import DEFAULT_TITLE, GITHUB_COMMENT_LIMIT, ReportInput, render_report
-from gate.report_chart import chart_series, write_png
-from gate.results import load_results
-from gate.settings import Settings
-from gate.verdict import load_verdict
+from gate.core.errors import GateError
+from gate.core.files import write_atomic
+from gate.core.settings import Settings
+from gate.evidence.hunks import load_hunks
+from gate.flows.diff_artifacts import load_written
+from gate.judge.verdict import load_verdict
+from gate.measure.results import load_results
+from gate.report.chart import chart_series, write_png
+from gate.report.render import DEFAULT_TITLE, GITHUB_COMMENT_LIMIT, ReportInput, render_report
 
 MIN_CHARS = 4000
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gate import run, summary
 from gate.cli.common import int_list
-from gate.errors import EXIT_ERROR, EXIT_PASS
-from gate.fingerprint import warnings_for
-from gate.plan import apply_overrides, load_plan
-from gate.progress import Progress
-from gate.settings import Settings
+from gate.core.errors import EXIT_ERROR, EXIT_PASS
+from gate.core.progress import Progress
+from gate.core.settings import Settings
+from gate.flows import run
+from gate.plan.spec import apply_overrides, load_plan
+from gate.report import terminal
+from gate.runner.fingerprint import warnings_for
 
 
 def add_parser(sub) -> None:
@@ -45,9 +46,9 @@ def handle(args, settings: Settings) -> int:
              f"{plan.sweep.levels if plan.sweep.enabled else 'off'}")
     opts = run.RunOptions(out=args.out, cache_dir=settings.cache_dir, base_url=args.base_url,
                           python=args.python, label=args.label)
-    results = run.execute(plan, opts, progress)
+    results = run.measure_build(plan, opts, progress)
     path = run.write(results, args.out)
-    print(summary.render(results))
+    print(terminal.render(results))
     for warning in warnings_for(results.fingerprint):
         print(f"warning: {warning}")
     print(f"\nresults: {path}")

@@ -7,10 +7,10 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from gate import tiny_model
-from gate.files import invalid
-from gate.plan import TinyModelSpec
-from gate.settings import Settings
+from gate.core.files import invalid
+from gate.core.settings import Settings
+from gate.plan.spec import TinyModelSpec
+from gate.runner import tiny_model
 
 
 def add_parser(sub) -> None:

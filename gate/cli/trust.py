@@ -14,9 +14,15 @@ from __future__ import annotations
 import argparse
 import sys
 
-from gate.errors import GateError
-from gate.settings import Settings
-from gate.trust import check_commit_sha, check_environment, check_head, client_for, revoke_label
+from gate.core.errors import GateError
+from gate.core.settings import Settings
+from gate.github.trust import (
+    check_commit_sha,
+    check_environment,
+    check_head,
+    client_for,
+    revoke_label,
+)
 
 
 def add_parser(subparsers) -> None:

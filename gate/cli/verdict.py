@@ -11,10 +11,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from gate.errors import GateError
-from gate.files import write_atomic
-from gate.settings import Settings
-from gate.verdict import MODES, error_verdict
+from gate.core.errors import GateError
+from gate.core.files import write_atomic
+from gate.core.settings import Settings
+from gate.judge.verdict import MODES, error_verdict
 
 
 def add_parser(sub) -> None:

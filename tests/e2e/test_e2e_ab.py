@@ -14,11 +14,11 @@ import json
 import pytest
 from support.vllm_helpers import run_gate, small_plan, wait_gone
 
-from gate.errors import EXIT_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS
-from gate.profile_data import load_profile
-from gate.profile_diff import load_profile_diff
-from gate.results import load_results
-from gate.verdict import Outcome, load_verdict
+from gate.core.errors import EXIT_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS
+from gate.judge.verdict import Outcome, load_verdict
+from gate.measure.results import load_results
+from gate.profile.data import load_build_profile
+from gate.profile.diff import load_profile_diff
 
 pytestmark = pytest.mark.vllm
 
@@ -82,7 +82,7 @@ def test_healthy_against_healthy_never_fails(healthy_ab):
 
 def test_every_serving_process_is_profiled_and_a_healthy_diff_names_nothing(healthy_ab):
     _, out = healthy_ab
-    profile = load_profile(out / "head" / "profile")
+    profile = load_build_profile(out / "head" / "profile")
     assert [p.role for p in profile.processes] == ["APIServer", "EngineCore", "Worker"]
     assert len(profile.windows) == 5 and all(w.output_tokens > 0 for w in profile.windows)
     assert (out / "head" / "profile" / "profile.speedscope.json").is_file()

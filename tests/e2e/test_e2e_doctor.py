@@ -11,10 +11,10 @@ import uuid
 import pytest
 from support.vllm_helpers import run_gate, wait_gone
 
-from gate.doctor import DoctorReport, Severity
-from gate.errors import EXIT_ERROR
-from gate.plan import load_plan
-from gate.server import VllmServer
+from gate.core.errors import EXIT_ERROR
+from gate.measure.server import VllmServer
+from gate.plan.spec import load_plan
+from gate.runner.doctor import DoctorReport, Severity
 
 
 def group_gone(pgid: int, timeout: float = 30.0) -> bool:

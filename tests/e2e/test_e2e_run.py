@@ -13,9 +13,10 @@ import pytest
 from support.paths import REPO_ROOT
 from support.vllm_helpers import gate_cmd, run_gate, server_processes, small_plan, wait_gone
 
-from gate import cli, workload
-from gate.errors import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_PASS
-from gate.results import CellKey, load_results
+from gate import cli
+from gate.core.errors import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_PASS
+from gate.measure.results import CellKey, load_results
+from gate.plan import workload
 
 pytestmark = pytest.mark.vllm
 

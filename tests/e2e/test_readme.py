@@ -8,8 +8,8 @@ import json
 import pytest
 from support.readme import readme_commands
 
-from gate.profile_diff import load_profile_diff
-from gate.verdict import Outcome, load_verdict
+from gate.judge.verdict import Outcome, load_verdict
+from gate.profile.diff import load_profile_diff
 
 pytestmark = pytest.mark.vllm
 

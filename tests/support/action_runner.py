@@ -21,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from gate.results import save_results
+from gate.measure.results import save_results
 from support.factories import drain_results
 from support.fake_github import FakeGitHub
 from support.gitrepo import commit, git, init

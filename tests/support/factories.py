@@ -6,14 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gate.comment_file import CommentFile, CommentRun
-from gate.fingerprint import CpuQuota, Fingerprint, GpuInfo
-from gate.hunks import Hunk, HunkSet
-from gate.metrics import level_ratios, summarize_cell
-from gate.plan import DrainSpec, Plan, ServerSpec, SweepSpec, load_plan, parse_plan
-from gate.publish import marker
-from gate.report import outcome_tag
-from gate.results import (
+from gate.evidence.hunks import Hunk, HunkSet
+from gate.github.comment_file import CommentFile, CommentRun
+from gate.github.publish import marker
+from gate.judge.verdict import Check, Outcome, Verdict
+from gate.measure.metrics import level_ratios, summarize_cell
+from gate.measure.results import (
     CellKey,
     CellSummary,
     Distribution,
@@ -21,7 +19,9 @@ from gate.results import (
     Results,
     ServerInfo,
 )
-from gate.verdict import Check, Outcome, Verdict
+from gate.plan.spec import DrainSpec, Plan, ServerSpec, SweepSpec, load_plan, parse_plan
+from gate.report.render import outcome_tag
+from gate.runner.fingerprint import CpuQuota, Fingerprint, GpuInfo
 
 A100 = "NVIDIA A100-SXM4-80GB"
 CREATED_AT = "2026-11-29T15:00:00Z"
@@ -125,7 +125,7 @@ def make_results(
     plan_hash: str | None = None,
     timings: dict[str, float] | None = None,
 ) -> Results:
-    """Results holding `cells` and their guided/free ratios (as gate.metrics computes them),
+    """Results holding `cells` and their guided/free ratios (as gate.measure.metrics computes them),
     by default of a GPU plan with as many repeats as the cells have, on one `gpu`."""
     plan = plan or gpu_plan(repeats=1 + max([c.repeat for c in cells] + [0]))
     return Results(
@@ -174,7 +174,7 @@ def sweep_results(label: str = "head", levels: dict = HEALTHY, *, fp: Fingerprin
 
 def summarized_results() -> Results:
     """cpu-smoke results of one guided and one free request at concurrency 8, summarised from
-    their records by gate.metrics (as `gate run` summarises them)."""
+    their records by gate.measure.metrics (as `gate run` summarises them)."""
     plan = load_plan("cpu-smoke")
     records = [
         RequestRecord(index=i, phase="sweep", arm=arm, concurrency=8, send_s=0.0, ttft_s=0.1,

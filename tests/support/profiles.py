@@ -1,8 +1,15 @@
-"""Hand-made build profiles for the unit tests of gate.profile_diff and friends."""
+"""Hand-made build profiles for the unit tests of gate.profile.diff and friends."""
 
 from __future__ import annotations
 
-from gate.profile_data import BuildProfile, FrameInfo, FrameTable, ProcessInfo, StackCount, Window
+from gate.profile.data import (
+    BuildProfile,
+    FrameInfo,
+    FrameTable,
+    ProcessInfo,
+    SampleWindow,
+    StackCount,
+)
 
 # A stack is a tuple of "file:name" strings, root first.
 Stacks = dict[tuple[str, ...], int]
@@ -22,7 +29,7 @@ def make_profile(label: str, windows: list[Stacks], tokens: float | list[float] 
     for i, (stacks, n_tokens) in enumerate(zip(windows, per_window, strict=True)):
         counts = [StackCount(process=0, frames=[table.add(frame(f)) for f in stack], count=n)
                   for stack, n in stacks.items() if n > 0]
-        out.append(Window(index=i, start_s=2.0 * i, end_s=2.0 * i + 2, output_tokens=n_tokens,
+        out.append(SampleWindow(index=i, start_s=2.0 * i, end_s=2.0 * i + 2, output_tokens=n_tokens,
                           sample_s=1.0 / rate_hz, stacks=counts))
     return BuildProfile(label=label, rate_hz=rate_hz, window_s=2.0,
                         processes=[ProcessInfo(pid=1, role="Worker")], frames=table.frames,

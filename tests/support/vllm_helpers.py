@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 import yaml
 
-from gate.plan import load_plan
+from gate.plan.spec import load_plan
 from support.paths import FIXTURES, REPO_ROOT
 
 FIXTURE_OVERLAY = FIXTURES / "slow_bitmask"

@@ -1,0 +1,137 @@
+"""Settings read once from the environment into one typed object.
+
+GitHub Actions describes the run through GITHUB_* variables; the gate's own options come as
+GATE_*. Everything downstream (publish, the GitHub client) takes a `Settings` and never reads
+os.environ itself, so tests build one from a dict.
+
+The token is a `SecretStr`: its repr and str are masked, and no code path writes it out.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+from gate.core.errors import GateError
+
+DEFAULT_API_URL = "https://api.github.com"
+DEFAULT_SERVER_URL = "https://github.com"
+MARKER_ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+TRUE_WORDS = {"1", "true", "yes", "on"}
+FALSE_WORDS = {"0", "false", "no", "off", ""}
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    github_token: SecretStr | None = Field(None, description="GITHUB_TOKEN (or INPUT_GITHUB-TOKEN)")
+    repository: str | None = Field(None, description="GITHUB_REPOSITORY, owner/name")
+    api_url: str = DEFAULT_API_URL
+    server_url: str = DEFAULT_SERVER_URL
+    pr_number: int | None = Field(None, description="from the event payload or GATE_PR_NUMBER")
+    step_summary: Path | None = None
+    output: Path | None = None
+    sha: str | None = None
+    run_id: str | None = None
+    marker_id: str = "default"
+    comment: bool = True
+    comment_file: Path = Path("gate-comment.json")
+    path_prefix: str = Field(
+        "", description="prefix of hunk paths in annotations (GATE_PATH_PREFIX)"
+    )
+    ref_name: str | None = Field(None, description="GITHUB_REF_NAME: the branch measured")
+    cache_dir: Path = Field(
+        default_factory=lambda: Path.home() / ".cache" / "gate",
+        description="GATE_CACHE_DIR: where the tiny model is built (default ~/.cache/gate)",
+    )
+
+    @property
+    def run_url(self) -> str | None:
+        if not (self.repository and self.run_id):
+            return None
+        return f"{self.server_url.rstrip('/')}/{self.repository}/actions/runs/{self.run_id}"
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if environ is None else environ
+        event_name = env.get("GITHUB_EVENT_NAME") or None
+        event_path = Path(env["GITHUB_EVENT_PATH"]) if env.get("GITHUB_EVENT_PATH") else None
+        pr = _int_or_none(env.get("GATE_PR_NUMBER"), "GATE_PR_NUMBER")
+        if pr is None and event_path is not None:
+            pr = pr_number_from_event(event_name, event_path)
+        token = env.get("GITHUB_TOKEN") or env.get("INPUT_GITHUB-TOKEN") or None
+        marker_id = env.get("GATE_MARKER_ID") or "default"
+        check_marker_id(marker_id)
+        return cls(
+            github_token=SecretStr(token) if token else None,
+            repository=env.get("GITHUB_REPOSITORY") or None,
+            api_url=env.get("GITHUB_API_URL") or DEFAULT_API_URL,
+            server_url=env.get("GITHUB_SERVER_URL") or DEFAULT_SERVER_URL,
+            pr_number=pr,
+            step_summary=_path_or_none(env.get("GITHUB_STEP_SUMMARY")),
+            output=_path_or_none(env.get("GITHUB_OUTPUT")),
+            sha=env.get("GITHUB_SHA") or None,
+            run_id=env.get("GITHUB_RUN_ID") or None,
+            marker_id=marker_id,
+            comment=parse_bool(env.get("GATE_COMMENT", "true"), "GATE_COMMENT"),
+            comment_file=Path(env.get("GATE_COMMENT_FILE") or "gate-comment.json"),
+            path_prefix=env.get("GATE_PATH_PREFIX", ""),
+            ref_name=env.get("GITHUB_REF_NAME") or None,
+            cache_dir=Path(env["GATE_CACHE_DIR"]) if env.get("GATE_CACHE_DIR") else
+            Path.home() / ".cache" / "gate",
+        )
+
+
+def check_marker_id(marker_id: str) -> str:
+    if not MARKER_ID_RE.match(marker_id):
+        raise GateError(
+            f"marker id {marker_id!r} must be 1-64 characters of letters, digits, '_', '.', '-'"
+        )
+    return marker_id
+
+
+def parse_bool(value: str, name: str) -> bool:
+    word = value.strip().lower()
+    if word in TRUE_WORDS:
+        return True
+    if word in FALSE_WORDS:
+        return False
+    raise GateError(f"{name}={value!r} is not a boolean (true/false)")
+
+
+def pr_number_from_event(event_name: str | None, event_path: Path) -> int | None:
+    """The PR number of a pull_request(-ish) payload, or the `pr` input of workflow_dispatch."""
+    try:
+        event = json.loads(event_path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(event, dict):
+        return None
+    if isinstance(event.get("pull_request"), dict):
+        return _int_or_none(event["pull_request"].get("number"), "pull_request.number")
+    if event_name == "workflow_dispatch":
+        inputs = event.get("inputs") or {}
+        value = inputs.get("pr") if isinstance(inputs, dict) else None
+        return _int_or_none(value, "inputs.pr")
+    issue = event.get("issue")
+    if isinstance(issue, dict) and issue.get("pull_request"):
+        return _int_or_none(issue.get("number"), "issue.number")
+    return None
+
+
+def _int_or_none(value: object, name: str) -> int | None:
+    if value is None or value == "":
+        return None
+    text = str(value).strip()
+    if not text.isdigit() or int(text) <= 0:
+        raise GateError(f"{name}={value!r} is not a positive PR number")
+    return int(text)
+
+
+def _path_or_none(value: str | None) -> Path | None:
+    return Path(value) if value else None

@@ -1,0 +1,4 @@
+"""The orchestrators that tie the stages together: measure one build (run), two builds
+round by round until decided (ab), one build against itself to learn the runner's noise
+(calibrate), and write a profile diff with its evidence."""
+

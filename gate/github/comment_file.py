@@ -1,0 +1,123 @@
+"""gate-comment.json: the hand-over from a measuring job to the comment poster.
+
+The measuring job ran PR code, so this file is untrusted data. It carries what the comment is
+made of (each run's verdict, its results without request records, its hunks) and where it
+goes (PR number, marker id), never the comment's text: the poster validates every field here
+and renders the comment itself (gate.report.render.render_comment). A matrix's aggregation job
+combines its runners' files into one, each run under its runner's label.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from gate.core.errors import GateError
+from gate.core.files import load_json_model
+from gate.core.settings import MARKER_ID_RE, check_marker_id
+from gate.evidence.attribution import Evidence
+from gate.evidence.hunks import HunkSet
+from gate.judge.verdict import SEVERITY, Outcome, Verdict
+from gate.measure.results import Results
+from gate.profile.diff import ProfileDiff
+from gate.report.view import RunInput
+
+COMMENT_FILE_VERSION = 2
+MAX_RUNS = 16  # runner types in one matrix comment
+MAX_COMMENT_FILE_BYTES = 64 * 2**20
+
+
+class CommentRun(BaseModel):
+    """One measured run as the comment shows it. Read back from a file a run of PR code
+    wrote: every field is validated here and escaped when rendered."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    label: str | None = Field(None, description="the runner's name in a matrix comment")
+    verdict: Verdict
+    head: Results | None = Field(None, description="head results, without request records")
+    base: Results | None = None
+    hunks: HunkSet | None = None
+    profile_diff: ProfileDiff | None = Field(None, description="gate profile diff of the builds")
+    evidence: Evidence | None = Field(None, description="the hunks ranked by its added time")
+
+    @field_validator("label")
+    @classmethod
+    def _label(cls, value: str | None) -> str | None:
+        if value is not None and not MARKER_ID_RE.match(value):
+            raise ValueError("label must be 1-64 characters of letters, digits, '_', '.', '-'")
+        return value
+
+    def run_input(self) -> RunInput:
+        return RunInput(self.verdict, self.head, self.base, self.hunks, self.label,
+                        profile_diff=self.profile_diff, evidence=self.evidence)
+
+
+def slim(results: Results | None) -> Results | None:
+    """Results as the comment needs them: the per-request records stay in the artifact."""
+    return None if results is None else results.model_copy(update={"records": []})
+
+
+class CommentFile(BaseModel):
+    """gate-comment.json: what the comment is made of (never its text) and where it goes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: Literal[2] = COMMENT_FILE_VERSION
+    pr: int | None = Field(None, gt=0, description="None when the run had no PR number")
+    marker_id: str = "default"
+    runs: list[CommentRun] = Field(min_length=1, max_length=MAX_RUNS)
+    reason: str = Field("", description="why the comment was not posted directly")
+
+    @field_validator("pr", mode="before")
+    @classmethod
+    def _strict_int(cls, value: object) -> object:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise ValueError("pr must be a JSON integer")
+        return value
+
+    @field_validator("marker_id")
+    @classmethod
+    def _marker(cls, value: str) -> str:
+        try:
+            return check_marker_id(value)
+        except GateError as exc:
+            raise ValueError(str(exc)) from None
+
+    @model_validator(mode="after")
+    def _labels(self) -> CommentFile:
+        labels = [r.label for r in self.runs]
+        if len(self.runs) > 1 and (None in labels or len(set(labels)) != len(labels)):
+            raise ValueError("the runs of a matrix comment need distinct labels")
+        return self
+
+    @property
+    def outcome(self) -> Outcome:
+        return worst_verdict([r.verdict for r in self.runs]).outcome
+
+
+def load_comment_file(path: Path) -> CommentFile:
+    if path.is_file() and path.stat().st_size > MAX_COMMENT_FILE_BYTES:
+        raise GateError(f"comment file {path} is over {MAX_COMMENT_FILE_BYTES // 2**20} MiB")
+    return load_json_model(CommentFile, path, "comment file")
+
+
+def worst_verdict(verdicts: list[Verdict]) -> Verdict:
+    return min(verdicts, key=lambda v: SEVERITY.index(v.outcome))
+
+
+def combine(paths: list[Path], labels: list[str] | None = None) -> list[CommentRun]:
+    """A matrix comment's runs: one runner's comment file each, labelled (default: the
+    folder the file is in, e.g. perf-gate-results-a100)."""
+    if labels and len(labels) != len(paths):
+        raise GateError("give one --label per --combine file (or none)")
+    runs = []
+    for i, path in enumerate(paths):
+        handover = load_comment_file(path)
+        if len(handover.runs) != 1:
+            raise GateError(f"{path} already holds {len(handover.runs)} runs; give each one")
+        label = labels[i] if labels else path.parent.name
+        runs.append(CommentRun.model_validate({**handover.runs[0].model_dump(), "label": label}))
+    return runs

@@ -1,0 +1,149 @@
+"""Run-time checks of what the workflows' trust model rests on but YAML cannot enforce.
+
+The workflows that run PR code on self-hosted GPU runners rely on repository settings and on
+the state of the PR when a job starts:
+
+- a fork's PR runs only after a reviewer approves the `perf-gate-fork` environment. A job that
+  names an environment without required reviewers (or one that does not exist: GitHub then
+  creates it, unprotected) starts at once, so `check_environment` fails closed unless GitHub
+  says the environment has at least one required reviewer;
+- the approval label approves one commit: after a push it is withdrawn (`revoke_label`);
+- a manual rerun measures the commit its dispatcher named, and only while that commit is still
+  the PR's head (`check_head`).
+
+Each call goes through `GitHubClient.request`. Reading an environment needs `actions: read`
+on the job's GITHUB_TOKEN; a PR needs `pull-requests: read`; removing a label needs
+`pull-requests: write` (or `issues: write`).
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import quote
+
+from pydantic import BaseModel, ValidationError
+
+from gate.core.errors import EXIT_ERROR, EXIT_FAIL, GateError
+from gate.core.settings import Settings
+from gate.github.client import GitHubClient, GitHubError, GitHubForbidden
+
+COMMIT_SHA_RE = re.compile(r"[0-9a-f]{40}")
+ENVIRONMENT_PERMISSION = "actions: read"
+
+
+class TrustError(GateError):
+    """A setting or state the trust model needs is missing: refuse to run PR code (exit 1)."""
+
+    exit_code = EXIT_FAIL
+
+
+class UnknownTrust(GateError):
+    """GitHub could not tell us whether it is safe: fail closed (exit 4)."""
+
+    exit_code = EXIT_ERROR
+
+
+class ProtectionRule(BaseModel):
+    type: str
+    prevent_self_review: bool | None = None
+    reviewers: list[dict] | None = None
+
+
+class Environment(BaseModel):
+    name: str
+    can_admins_bypass: bool | None = None
+    protection_rules: list[ProtectionRule] = []
+
+
+class EnvironmentReview(BaseModel):
+    """What `check_environment` found: the environment's required reviewers."""
+
+    name: str
+    reviewers: int
+    prevent_self_review: bool
+    can_admins_bypass: bool
+
+
+def client_for(settings: Settings) -> GitHubClient:
+    if settings.github_token is None or not settings.repository:
+        raise GateError("this check needs GITHUB_TOKEN and GITHUB_REPOSITORY")
+    return GitHubClient(settings.api_url, settings.repository, settings.github_token)
+
+
+def check_commit_sha(value: str, what: str) -> str:
+    if not COMMIT_SHA_RE.fullmatch(value or ""):
+        raise GateError(f"{what} {value!r} is not a full 40-character lowercase commit SHA")
+    return value
+
+
+def check_environment(client: GitHubClient, name: str) -> EnvironmentReview:
+    """The environment's required-reviewers rule, or TrustError when it has none."""
+    path = f"/repos/{client.repository}/environments/{quote(name, safe='')}"
+    try:
+        data = client.request("GET", path).json()
+    except GitHubForbidden as exc:
+        if exc.status == 404:
+            raise TrustError(
+                f"environment {name!r} does not exist (or this token cannot see it): a job "
+                "that names it would create it without reviewers and run at once. Create it "
+                "with required reviewers (docs/action.md, 'Running on a public repository')"
+            ) from None
+        raise UnknownTrust(
+            f"cannot read environment {name!r} ({exc}); the job's token needs "
+            f"`permissions: {ENVIRONMENT_PERMISSION}`. Failing closed"
+        ) from None
+    except GitHubError as exc:
+        raise UnknownTrust(f"cannot read environment {name!r}: {exc}. Failing closed") from None
+    try:
+        env = Environment.model_validate(data)
+    except ValidationError as exc:
+        raise UnknownTrust(
+            f"GitHub's answer for environment {name!r} is not an environment "
+            f"({exc.error_count()} problem(s)). Failing closed"
+        ) from None
+    rules = [r for r in env.protection_rules if r.type == "required_reviewers"]
+    reviewers = sum(len(r.reviewers or []) for r in rules)
+    if not rules or reviewers == 0:
+        raise TrustError(
+            f"environment {name!r} has no required reviewers, so a fork's code would run on "
+            "the GPU runner without anyone approving it. Add required reviewers in Settings > "
+            "Environments; refusing to run"
+        )
+    return EnvironmentReview(
+        name=env.name,
+        reviewers=reviewers,
+        prevent_self_review=any(r.prevent_self_review for r in rules),
+        can_admins_bypass=bool(env.can_admins_bypass),
+    )
+
+
+def check_head(client: GitHubClient, pr: int, sha: str) -> None:
+    """TrustError unless PR `pr`'s head commit is still `sha`."""
+    try:
+        pull = client.request("GET", f"/repos/{client.repository}/pulls/{int(pr)}").json()
+    except GitHubForbidden as exc:
+        raise UnknownTrust(f"cannot read PR #{pr} ({exc}). Failing closed") from None
+    head = (pull.get("head") or {}).get("sha") if isinstance(pull, dict) else None
+    if not isinstance(head, str) or not head:
+        raise UnknownTrust(f"GitHub's answer for PR #{pr} has no head commit. Failing closed")
+    if head != sha:
+        raise TrustError(
+            f"PR #{pr}'s head is {head}, not the requested commit {sha}: the PR moved since "
+            "this run was dispatched. Review the new commit and dispatch again with its SHA"
+        )
+
+
+def revoke_label(client: GitHubClient, pr: int, label: str) -> bool:
+    """Remove `label` from PR `pr`. True when it was removed, False when it was not there."""
+    base = f"/repos/{client.repository}/issues/{int(pr)}/labels"
+    try:
+        client.request("DELETE", f"{base}/{quote(label, safe='')}")
+        return True
+    except GitHubForbidden as exc:
+        if exc.status != 404:
+            raise
+    # 404: the label is not on the PR (already removed), or the PR cannot be seen. Tell which.
+    names = {item.get("name") for item in client.paginate(base) if isinstance(item, dict)}
+    if label in names:
+        raise UnknownTrust(f"could not remove label {label!r} from PR #{pr}")
+    return False

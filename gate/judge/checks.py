@@ -1,0 +1,131 @@
+"""What `gate compare` judges: the figures of a results.json, one per check.
+
+A check is a metric at a concurrency level, read from the guided cells of every repeat:
+
+- drain req/min and output tok/s (higher is better);
+- per guided sweep level: TPOT p50, TPOT p99, ITL p99 (lower is better);
+- per sweep level from `ratio_min_concurrency` up: the structured-output overhead, guided
+  TPOT p50 over free TPOT p50 in the same repeat (computed once, in metrics.level_ratios).
+
+Pure functions: results in, figures per repeat out. How they are judged is gate.judge.compare.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from gate.measure.results import CellSummary, Results
+from gate.plan.thresholds import Thresholds
+
+HIGHER = "higher_is_better"
+LOWER = "lower_is_better"
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str
+    label: str
+    unit: str
+    direction: str
+    threshold_field: str
+    phase: str
+    get: Callable[[CellSummary], float | None]
+
+
+def _dist(attr: str, stat: str) -> Callable[[CellSummary], float | None]:
+    def get(cell: CellSummary) -> float | None:
+        dist = getattr(cell, attr)
+        return getattr(dist, stat) if dist is not None and dist.count > 0 else None
+
+    return get
+
+
+DRAIN_METRICS = (
+    Metric("req_per_min", "drain req/min", "req/min", HIGHER, "drain_throughput_pct", "drain",
+           lambda c: c.requests_per_min),
+    Metric("output_tok_s", "drain output tok/s", "tok/s", HIGHER, "drain_throughput_pct",
+           "drain", lambda c: c.output_throughput),
+)
+SWEEP_METRICS = (
+    Metric("tpot_p50_ms", "TPOT p50", "ms", LOWER, "tpot_p50_pct", "sweep",
+           _dist("tpot_ms", "p50")),
+    Metric("tpot_p99_ms", "TPOT p99", "ms", LOWER, "tpot_p99_pct", "sweep",
+           _dist("tpot_ms", "p99")),
+    Metric("itl_p99_ms", "ITL p99", "ms", LOWER, "itl_p99_pct", "sweep", _dist("itl_ms", "p99")),
+)
+OVERHEAD = Metric("tpot_p50", "guided/free TPOT p50", "x", LOWER, "overhead_pct", "ratio",
+                  lambda c: None)
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One figure to judge: a metric at a concurrency level (the drain's own level)."""
+
+    metric: Metric
+    concurrency: int
+
+    @property
+    def name(self) -> str:
+        if self.metric.phase == "drain":
+            return f"drain.{self.metric.key}"
+        if self.metric.phase == "ratio":
+            return f"ratio.c{self.concurrency}.{self.metric.key}"
+        return f"sweep.c{self.concurrency}.{self.metric.key}"
+
+    @property
+    def label(self) -> str:
+        if self.metric.phase == "drain":
+            return f"{self.metric.label} (guided)"
+        if self.metric.phase == "ratio":
+            return f"{self.metric.label} (c={self.concurrency})"
+        return f"{self.metric.label} (guided, c={self.concurrency})"
+
+    def threshold(self, thresholds: Thresholds) -> float | None:
+        return getattr(thresholds, self.metric.threshold_field)
+
+
+def slots(results: Results) -> list[Slot]:
+    """Every relative figure the results can provide: the drain, and each guided sweep level."""
+    index = results.index()
+    out = []
+    for level in index.levels("drain", "guided")[:1]:
+        out += [Slot(m, level) for m in DRAIN_METRICS]
+    for level in index.levels("sweep", "guided"):
+        out += [Slot(m, level) for m in SWEEP_METRICS]
+    return out
+
+
+def ratio_slots(results: Results, thresholds: Thresholds) -> list[Slot]:
+    """The guided/free overhead per level, from `ratio_min_concurrency` up, where both arms
+    were measured."""
+    levels = sorted({r.concurrency for r in results.ratios if r.tpot_p50_ratio})
+    return [Slot(OVERHEAD, lv) for lv in levels if lv >= thresholds.ratio_min_concurrency]
+
+
+def judged(found: list[Slot], thresholds: Thresholds) -> list[Slot]:
+    """The slots whose threshold is set (a null threshold switches a check off)."""
+    return [s for s in found if s.threshold(thresholds) is not None]
+
+
+def per_repeat(results: Results, slot: Slot) -> dict[int, float]:
+    """The slot's figure per repeat (only positive, finite figures: a cell with no completed
+    request or no latency has none)."""
+    if slot.metric.phase == "ratio":
+        values = {r.repeat: r.tpot_p50_ratio for r in results.ratios
+                  if r.concurrency == slot.concurrency}
+    else:
+        cells = results.cells_of(slot.metric.phase, "guided", slot.concurrency)
+        values = {c.repeat: slot.metric.get(c) for c in cells if c.completed > 0}
+    return {rep: float(v) for rep, v in sorted(values.items()) if v is not None and v > 0}
+
+
+def results_figures(results: Results) -> tuple[dict[str, list[float]], dict[str, str]]:
+    """Per-repeat values of every relative figure, and their units (for `gate baseline update`)."""
+    figures, units = {}, {}
+    for slot in slots(results):
+        values = list(per_repeat(results, slot).values())
+        if values:
+            figures[slot.name] = values
+            units[slot.name] = slot.metric.unit
+    return figures, units

@@ -1,0 +1,126 @@
+"""Whether a measurement can be judged at all: run status, failed requests, guided outputs that
+do not follow their schema, and A/B runs that are not comparable. Any of these makes the
+verdict `error`: the figures say nothing about speed.
+
+Pure functions from typed models to errors (and the validity checks shown in the verdict).
+"""
+
+from __future__ import annotations
+
+from gate.judge.checks import HIGHER, LOWER
+from gate.judge.verdict import Check, Outcome
+from gate.measure.results import Results
+from gate.plan.thresholds import Thresholds
+
+
+def integrity_errors(results: Results, who: str) -> list[str]:
+    """Why the measurement in `results` cannot be judged at all (empty when it can)."""
+    out = []
+    if results.status != "complete":
+        out.append(f"{who} run status is {results.status!r}, not complete")
+    out += [f"{who} run error: {e}" for e in results.errors]
+    measured = [c for c in results.cells if c.phase in ("drain", "sweep")]
+    if not measured:
+        out.append(f"{who} results hold no measured cells")
+    failed = [c for c in measured if c.failed > 0]
+    if failed:
+        total = sum(c.failed for c in failed)
+        where = ", ".join(f"{c.key.label}: {c.failed}" for c in failed[:6])
+        sample = next((r.error for r in results.records if r.error and r.phase != "warmup"), None)
+        out.append(
+            f"{who}: {total} request(s) failed ({where})" + (f"; first error: {sample[:200]}" if sample else "")
+        )
+    for c in measured:
+        if c.completed == 0:
+            out.append(f"{who}: cell {c.key.label} completed no requests")
+    return out
+
+
+def validity_checks(results: Results, thresholds: Thresholds, who: str = "head") -> tuple[list[Check], list[str]]:
+    guided = [c for c in results.cells if c.arm == "guided" and c.phase in ("drain", "sweep")]
+    completed = sum(c.completed for c in guided)
+    if not completed:
+        return [], []
+    errors = []
+    checked = sum(c.valid_outputs + c.invalid_outputs for c in guided)
+    valid = sum(c.valid_outputs for c in guided)
+    share = valid / completed
+    if checked < completed:
+        errors.append(
+            f"{who}: only {checked} of {completed} guided outputs were validated against their schema"
+        )
+    if share < thresholds.validity_min:
+        errors.append(
+            f"{who}: {completed - valid} of {completed} guided outputs are not valid JSON for their "
+            f"schema ({share:.1%} valid, {thresholds.validity_min:.0%} required): the grammar was not "
+            "applied or the output was cut off"
+        )
+    lengths = sum(c.length_finishes for c in guided)
+    if lengths > thresholds.max_length_finishes:
+        errors.append(
+            f"{who}: {lengths} guided request(s) ended with finish_reason=length "
+            f"(allowed {thresholds.max_length_finishes}): raise max_tokens or fix the schema"
+        )
+    failed = sum(c.failed for c in results.cells if c.phase in ("drain", "sweep"))
+    bad_share = share < thresholds.validity_min or checked < completed
+    checks = [
+        Check(name="validity.guided_valid_share", label="valid guided JSON share", kind="validity",
+              direction=HIGHER, unit="share", head=share, threshold=thresholds.validity_min,
+              outcome=Outcome.ERROR if bad_share else Outcome.PASS,
+              note=f"{valid}/{completed} valid"),
+        Check(name="validity.guided_length_finishes", label="guided finish_reason=length",
+              kind="validity", direction=LOWER, unit="requests", head=float(lengths),
+              threshold=float(thresholds.max_length_finishes),
+              outcome=Outcome.ERROR if lengths > thresholds.max_length_finishes else Outcome.PASS),
+        Check(name="requests.failed", label="failed requests", kind="validity", direction=LOWER,
+              unit="requests", head=float(failed), threshold=0.0,
+              outcome=Outcome.ERROR if failed else Outcome.PASS),
+    ]
+    return checks, errors
+
+
+def ab_errors(head: Results, base: Results) -> list[str]:
+    """Why head and base results are not comparable, naming each difference."""
+    out = []
+    if head.plan_hash != base.plan_hash:
+        diff = plan_differences(base.plan.model_dump(mode="json"), head.plan.model_dump(mode="json"))
+        out.append(
+            f"plan_hash differs: base {base.plan_hash} (plan {base.plan.name!r}), head {head.plan_hash} "
+            f"(plan {head.plan.name!r})" + (f": {'; '.join(diff)}" if diff else "")
+        )
+    hb, hh = base.fingerprint.hardware_key, head.fingerprint.hardware_key
+    if hb != hh:
+        out.append(f"hardware differs: base {hb!r}, head {hh!r}")
+    return out
+
+
+def plan_differences(a: dict, b: dict, prefix: str = "", limit: int = 6) -> list[str]:
+    """Paths where two plan dumps differ (base value -> head value), for error messages."""
+    out: list[str] = []
+    for key in sorted(set(a) | set(b)):
+        if key in ("repeats", "thresholds", "name", "description"):
+            continue
+        va, vb, path = a.get(key), b.get(key), f"{prefix}{key}"
+        if isinstance(va, dict) and isinstance(vb, dict):
+            out += plan_differences(va, vb, path + ".", limit)
+        elif va != vb:
+            out.append(f"{path}: {va!r} -> {vb!r}")
+        if len(out) >= limit:
+            break
+    return out[:limit]
+
+
+# ---------------------------------------------------------------- the verdict
+
+
+
+def runner_findings(results: Results, who: str) -> tuple[list[str], list[str]]:
+    """(errors, warnings) from the runner doctor's look at the serving processes: a finding
+    that invalidates the measurement (torch threads beyond the CPUs it may use, another
+    process on the GPU) makes the verdict an error that says what to fix."""
+    if results.doctor is None:
+        return [], []
+    errors = [f"{who} runner: {f.title}; fix: {f.fix}" for f in results.doctor.invalidating]
+    warnings = [f"{who} runner: {f.title}" + (f"; fix: {f.fix}" if f.fix else "")
+                for f in results.doctor.findings if f.severity.value == "warning"]
+    return errors, warnings

@@ -1,0 +1,118 @@
+"""verdict.json: the seam between `gate compare` and `gate report`/`gate publish`."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from gate.core.errors import EXIT_ERROR, EXIT_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS
+from gate.core.files import load_json_model
+from gate.core.text import one_line
+
+VERDICT_SCHEMA_VERSION = 1
+MODES = ("baseline", "ab", "absolute")
+
+
+class Outcome(str, Enum):
+    PASS = "pass"
+    FAIL = "fail"
+    INCONCLUSIVE = "inconclusive"
+    ERROR = "error"
+
+    @property
+    def exit_code(self) -> int:
+        return {
+            Outcome.PASS: EXIT_PASS,
+            Outcome.FAIL: EXIT_FAIL,
+            Outcome.INCONCLUSIVE: EXIT_INCONCLUSIVE,
+            Outcome.ERROR: EXIT_ERROR,
+        }[self]
+
+
+# Worst first: the overall outcome is the worst outcome of any check.
+SEVERITY = [Outcome.ERROR, Outcome.FAIL, Outcome.INCONCLUSIVE, Outcome.PASS]
+
+
+def worst(outcomes: list[Outcome]) -> Outcome:
+    for outcome in SEVERITY:
+        if outcome in outcomes:
+            return outcome
+    return Outcome.PASS
+
+
+class Check(BaseModel):
+    """One judged figure. Relative checks carry base/head and a delta interval in percent;
+    absolute checks (guided/free ratio, validity) carry only `head` against `threshold`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(description="stable id, e.g. drain.req_per_min or sweep.c8.tpot_p50_ms")
+    label: str = Field(description="what a person reads, e.g. 'TPOT p50 (guided, c=8)'")
+    kind: Literal["relative", "absolute", "validity"]
+    direction: Literal["higher_is_better", "lower_is_better"]
+    unit: str = ""
+    concurrency: int | None = None
+    arm: str | None = None
+    base: float | None = None
+    head: float | None = None
+    delta_pct: float | None = Field(None, description="(head - base) / base * 100")
+    ci_low_pct: float | None = None
+    ci_high_pct: float | None = None
+    ci_low: float | None = Field(None, description="absolute checks: interval of `head`, low end")
+    ci_high: float | None = Field(None, description="absolute checks: interval of `head`, high end")
+    threshold: float = Field(description="percent for relative checks; the bound for absolute")
+    head_n: int | None = Field(None, description="independent measurements (repeats) on the head side")
+    base_n: int | None = Field(None, description="independent measurements on the base side")
+    interval_source: str = Field("", description="how the interval was obtained for this check")
+    decided_at_round: int | None = Field(
+        None, description="A/B: the round (look) at which the sequential test settled it"
+    )
+    outcome: Outcome
+    note: str = ""
+
+
+class Verdict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = VERDICT_SCHEMA_VERSION
+    outcome: Outcome
+    headline: str = Field(description="one line, verdict first")
+    mode: Literal["baseline", "ab", "absolute"]
+    head_results: str | None = None
+    base_results: str | None = Field(None, description="A/B: the base build's results.json")
+    baseline: str | None = Field(None, description="baseline mode: the baseline file")
+    checks: list[Check] = Field(default_factory=list)
+    errors: list[str] = Field(default_factory=list)
+    advice: list[str] = Field(default_factory=list, description="what to do next")
+    warnings: list[str] = Field(default_factory=list, description="environment warnings")
+    method: str = Field("", description="how intervals were computed")
+    noise_profile: str = Field(
+        "", description="the noise profile the intervals used, or why the fallback constant"
+    )
+    notes: list[str] = Field(
+        default_factory=list, description="what was not compared and why (missing figures, ...)"
+    )
+    thresholds: dict[str, Any] | None = Field(None, description="the thresholds applied")
+    rounds: int | None = Field(None, description="A/B: rounds measured on each build")
+    runner_seconds: dict[str, float] = Field(
+        default_factory=dict,
+        description="A/B: where the runner's time went, both builds together (startup, "
+        "warmup, drain, sweep, shutdown, wall)",
+    )
+
+    @property
+    def exit_code(self) -> int:
+        return self.outcome.exit_code
+
+
+def error_verdict(reason: str, mode: str) -> Verdict:
+    """The verdict of a run that could not be judged at all (`gate verdict --error`)."""
+    reason = one_line(reason, 1000) or "no verdict could be computed"
+    return Verdict(outcome=Outcome.ERROR, headline=f"ERROR: {reason}", mode=mode, errors=[reason])
+
+
+def load_verdict(path: str | Path) -> Verdict:
+    return load_json_model(Verdict, Path(path), "verdict file")

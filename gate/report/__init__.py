@@ -1,0 +1,7 @@
+"""The verdict as people read it: one markdown document (PR comment and job summary) from
+a Jinja2 template, fitted to GitHub's size limit, every untrusted string escaped; the
+terminal summary, charts and exports to other tools' formats."""
+
+from gate.report.render import ReportInput, render_report
+
+__all__ = ["ReportInput", "render_report"]

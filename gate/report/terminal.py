@@ -1,0 +1,101 @@
+"""Plain-text tables for the terminal (pure functions): a results.json, and a verdict."""
+
+from __future__ import annotations
+
+from tabulate import tabulate
+
+from gate.judge.verdict import Check, Verdict
+from gate.measure.results import Distribution, Results
+
+
+def _p(d: Distribution | None, attr: str) -> str:
+    return "-" if d is None else f"{getattr(d, attr):.1f}"
+
+
+def cells_table(results: Results) -> str:
+    rows = []
+    for c in results.cells:
+        valid = f"{c.valid_outputs}/{c.completed}" if c.arm == "guided" else "-"
+        rows.append([
+            c.phase, c.arm, c.concurrency, c.repeat + 1, f"{c.completed}/{c.requests}",
+            f"{c.duration_s:.1f}", f"{c.requests_per_min:.0f}", f"{c.output_throughput:.0f}",
+            _p(c.ttft_ms, "p50"), _p(c.tpot_ms, "p50"), _p(c.tpot_ms, "p99"),
+            _p(c.itl_ms, "p99"), _p(c.e2el_ms, "p50"), valid,
+        ])
+    headers = ["phase", "arm", "conc", "rep", "ok", "dur s", "req/min", "out tok/s",
+               "TTFT p50 ms", "TPOT p50 ms", "TPOT p99 ms", "ITL p99 ms", "E2EL p50 ms", "valid"]
+    return tabulate(rows, headers=headers, disable_numparse=True)
+
+
+def ratios_table(results: Results) -> str:
+    rows = [[r.concurrency, r.repeat + 1,
+             "-" if r.tpot_p50_ratio is None else f"{r.tpot_p50_ratio:.2f}",
+             "-" if r.output_throughput_ratio is None else f"{r.output_throughput_ratio:.2f}"]
+            for r in results.ratios]
+    return tabulate(rows, headers=["conc", "rep", "guided/free TPOT p50", "guided/free out tok/s"],
+                    disable_numparse=True)
+
+
+def timings_line(results: Results) -> str:
+    t = results.timings_s
+    total = t.get("total_s", 0.0)
+    parts = [f"{k.removesuffix('_s')} {v:.0f}s" for k, v in t.items() if k != "total_s"]
+    return f"total {total:.0f}s: " + ", ".join(parts)
+
+
+def render(results: Results) -> str:
+    fp = results.fingerprint
+    quota = fp.cpu_quota.quota_cpus
+    head = [
+        f"plan {results.plan.name} (hash {results.plan_hash}), label {results.label}, "
+        f"status {results.status.upper()}",
+        f"hardware {fp.hardware_key}; host cores {fp.host_cores}, CPU quota "
+        f"{'none' if quota is None else f'{quota:g}'}, torch threads {fp.torch_threads}, "
+        f"OMP_NUM_THREADS {fp.omp_num_threads or 'unset'}",
+        f"vllm {fp.vllm_version or '?'}, "
+        f"torch {fp.versions.get('torch', '?')}, xgrammar {fp.versions.get('xgrammar', '?')}, "
+        f"runner {fp.model_runner}",
+        "",
+        cells_table(results),
+    ]
+    if results.ratios:
+        head += ["", ratios_table(results)]
+    head += ["", "where the time went: " + timings_line(results)]
+    if results.errors:
+        head += ["", "MEASUREMENT ERRORS:"] + [f"  - {e}" for e in results.errors]
+    return "\n".join(head)
+
+
+def _fmt(value: float | None, unit: str = "") -> str:
+    if value is None:
+        return ""
+    if unit == "share":
+        return f"{value:.1%}"
+    return f"{value:.4g}"
+
+
+def _check_row(c: Check) -> list[str]:
+    if c.kind == "relative":
+        delta = f"{c.delta_pct:+.1f}%"
+        interval = f"{c.ci_low_pct:+.1f}% .. {c.ci_high_pct:+.1f}%"
+        threshold = f"{'-' if c.direction == 'higher_is_better' else '+'}{c.threshold:g}%"
+    else:
+        delta = ""
+        interval = f"{c.ci_low:.3g} .. {c.ci_high:.3g}" if c.ci_low is not None else ""
+        threshold = f"{'>=' if c.direction == 'higher_is_better' else '<='} {_fmt(c.threshold, c.unit)}"
+    return [c.label, _fmt(c.base, c.unit), _fmt(c.head, c.unit), delta, interval, threshold,
+            c.outcome.value]
+
+
+def render_verdict(v: Verdict) -> str:
+    """The verdict line first, then every check, then errors, notes and advice."""
+    lines = [v.headline, ""]
+    if v.checks:
+        headers = ["metric", "base", "head", "delta", "interval", "threshold", "outcome"]
+        lines.append(tabulate([_check_row(c) for c in v.checks], headers=headers,
+                              disable_numparse=True))
+    for title, items in (("warnings", v.warnings), ("errors", v.errors), ("notes", v.notes),
+                         ("advice", v.advice)):
+        if items:
+            lines += ["", f"{title}:"] + [f"  - {item}" for item in items]
+    return "\n".join(lines)

@@ -1,0 +1,8 @@
+"""The machine and the build: the runner doctor and the facts it reads from /proc, cgroups
+and nvidia-smi, the environment fingerprint, installing a vLLM build, and the tiny
+random-weight model the CPU path serves."""
+
+from gate.runner.doctor import DoctorReport, Finding, Severity
+from gate.runner.fingerprint import Fingerprint, warnings_for
+
+__all__ = ["DoctorReport", "Finding", "Severity", "Fingerprint", "warnings_for"]

@@ -1,0 +1,45 @@
+"""The stopping rules of gate ab and the pairs gate calibrate stores (pure parts)."""
+
+from __future__ import annotations
+
+import pytest
+from support.factories import cell, gpu_plan, make_results
+
+from gate.core.progress import Progress
+from gate.flows import ab
+from gate.flows.calibrate import aa_pairs
+from gate.judge.verdict import Outcome, Verdict
+
+
+@pytest.mark.parametrize(("outcome", "stop"), [
+    (Outcome.PASS, True), (Outcome.FAIL, True), (Outcome.ERROR, True),
+    (Outcome.INCONCLUSIVE, False)])
+def test_an_ab_stops_once_the_verdict_is_decided(outcome, stop):
+    assert ab.decided(Verdict(outcome=outcome, headline="x", mode="ab")) is stop
+
+
+def test_a_round_that_would_not_fit_the_budget_is_not_started(monkeypatch):
+    monkeypatch.setattr(ab.time, "monotonic", lambda: 1000.0)
+    quiet = Progress(quiet=True)
+    assert ab._fits_budget(12, started=1000.0 - 500, round_times=[120.0], progress=quiet)
+    assert not ab._fits_budget(10, started=1000.0 - 500, round_times=[120.0], progress=quiet)
+    assert ab._fits_budget(None, started=0.0, round_times=[1e9], progress=quiet)
+
+
+def test_calibration_pairs_each_round_of_every_check():
+    plan = gpu_plan(levels=(8,), repeats=2)
+
+    def side(factor: float):
+        cells = []
+        for r in range(2):
+            cells += [cell("drain", "guided", 64, r, rpm=200.0 * factor),
+                      cell("sweep", "guided", 8, r, tpot_p50=20.0 * factor),
+                      cell("sweep", "free", 8, r, tpot_p50=10.0)]
+        return make_results(cells, plan=plan)
+
+    pairs, units = aa_pairs(side(1.0), side(1.1), plan)
+    assert pairs["drain.req_per_min"] == [(200.0, pytest.approx(220.0))] * 2
+    assert pairs["sweep.c8.tpot_p50_ms"] == [(20.0, pytest.approx(22.0))] * 2
+    assert pairs["ratio.c8.tpot_p50"] == [(2.0, pytest.approx(2.2))] * 2
+    assert {"sweep.c8.tpot_p99_ms", "sweep.c8.itl_p99_ms"} <= set(pairs)  # judged or not
+    assert units["ratio.c8.tpot_p50"] == "x"

@@ -1,0 +1,300 @@
+"""gate compare: checks, decision rule, errors, merging, threshold overrides, CLI exit codes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from support.factories import (
+    cell,
+    drain_results,
+    gpu_plan,
+    make_results,
+    ratio_results,
+)
+
+from gate.cli import main as gate_cli_main
+from gate.cli.common import assignments
+from gate.core.errors import GateError
+from gate.judge.baseline import load_baseline
+from gate.judge.checks import results_figures
+from gate.judge.compare import compare_results
+from gate.judge.verdict import Outcome, Verdict, load_verdict
+from gate.measure.results import merge_results, save_results
+from gate.plan.thresholds import Thresholds
+
+T = Thresholds()
+
+
+def check(verdict: Verdict, name: str):
+    return next(c for c in verdict.checks if c.name == name)
+
+
+# ---------------------------------------------------------------- seed numbers
+
+
+def test_seed_regression_233_to_121_fails_naming_drain_rate():
+    v = compare_results(drain_results([121.0]), drain_results([233.0]), None, T)
+    assert v.outcome == Outcome.FAIL and v.exit_code == 1
+    c = check(v, "drain.req_per_min")
+    assert c.outcome == Outcome.FAIL
+    assert c.delta_pct == pytest.approx(-48.1, abs=0.1)
+    assert c.ci_high_pct < -10
+    assert "drain req/min" in v.headline and "-48" in v.headline
+
+
+def test_seed_partial_revert_233_to_224_passes_at_10pct():
+    v = compare_results(drain_results([224.0]), drain_results([233.0]), None, T)
+    assert v.outcome == Outcome.PASS, v.headline
+    c = check(v, "drain.req_per_min")
+    assert c.delta_pct == pytest.approx(-3.9, abs=0.1)
+    assert -10 < c.ci_low_pct < c.delta_pct < c.ci_high_pct
+
+
+def test_seed_b300_guided_free_ratio_fails_from_c8():
+    v = compare_results(ratio_results(7490.0, 1120.0), None, None, T)
+    assert v.mode == "absolute"
+    assert v.outcome == Outcome.FAIL
+    assert {c.name for c in v.checks if c.kind == "absolute"} == {"bound.c8.tpot_p50", "bound.c32.tpot_p50"}
+    c8 = check(v, "bound.c8.tpot_p50")
+    assert c8.head == pytest.approx(7.49 / 1.12) and c8.outcome == Outcome.FAIL
+
+
+def test_one_repeats_bound_interval_has_the_priors_width_not_zero():
+    # One run cannot know its ratio to the fourth digit: the interval comes from the prior's
+    # spread (a stored base of zero spread must not pool it away).
+    c8 = check(compare_results(ratio_results(1070.0, 1110.0), None, None, T), "bound.c8.tpot_p50")
+    assert c8.head_n == 1
+    assert c8.ci_low < 0.99 * c8.head and c8.ci_high > 1.01 * c8.head
+
+
+def test_seed_b300_healthy_ratio_passes():
+    v = compare_results(ratio_results(1070.0, 1110.0), None, None, T)
+    assert v.outcome == Outcome.PASS, v.headline
+    assert check(v, "bound.c8.tpot_p50").head == pytest.approx(1.07 / 1.11)
+
+
+def test_ratio_skipped_with_note_without_free_arm():
+    cells = [cell("sweep", "guided", level, tpot_p50=50.0) for level in (1, 8)]
+    v = compare_results(make_results(cells, plan=gpu_plan(levels=(1, 8))), None, None, T)
+    assert v.outcome == Outcome.PASS
+    assert not [c for c in v.checks if c.kind == "absolute"]
+
+
+def test_ratio_disabled_by_null_threshold():
+    t = T.with_overrides(assignments(["guided_free_tpot_ratio=null"], "--threshold"))
+    v = compare_results(ratio_results(7490.0, 1120.0), None, None, t)
+    assert v.outcome == Outcome.PASS
+    assert any("disabled" in n for n in v.notes)
+
+
+# ---------------------------------------------------------------- paired rounds
+
+
+def test_noisy_repeats_are_inconclusive_with_rerun_advice():
+    head = drain_results([180.0, 230.0, 205.0])  # -12% on average, wide spread
+    base = drain_results([240.0, 225.0, 233.0])
+    v = compare_results(head, base, None, T)
+    assert v.outcome == Outcome.INCONCLUSIVE and v.exit_code == 3
+    assert "straddles" in v.headline
+    assert any("more rounds" in a for a in v.advice)
+
+
+def test_sweep_tpot_regression_fails_per_level():
+    def run(factor: float, repeats=(0, 1, 2)):
+        cells = []
+        for r in repeats:
+            for level in (1, 8):
+                g = 20.0 * (factor if level == 8 else 1.0) * (1 + 0.01 * r)
+                cells += [cell("sweep", "guided", level, r, tpot_p50=g), cell("sweep", "free", level, r, tpot_p50=20.0)]
+        return make_results(cells, plan=gpu_plan(levels=(1, 8), repeats=3))
+
+    v = compare_results(run(1.5), run(1.0), None, T)
+    assert check(v, "sweep.c8.tpot_p50_ms").outcome == Outcome.FAIL
+    assert check(v, "sweep.c1.tpot_p50_ms").outcome == Outcome.PASS
+    assert check(v, "sweep.c8.tpot_p50_ms").head_n == 3
+    assert v.outcome == Outcome.FAIL
+
+
+def test_one_round_is_judged_with_the_prior_and_pairs_the_overhead():
+    def run(guided_ms: float):
+        cells = [cell("sweep", "guided", 8, tpot_p50=guided_ms), cell("sweep", "free", 8, tpot_p50=20.0)]
+        return make_results(cells, plan=gpu_plan(levels=(8,)))
+
+    v = compare_results(run(40.0), run(20.0), None, T)
+    tpot = check(v, "sweep.c8.tpot_p50_ms")
+    assert tpot.outcome == Outcome.FAIL and tpot.delta_pct == pytest.approx(100.0)
+    assert "1 paired round(s); prior: fallback constant run_noise_pct=1%" in tpot.interval_source
+    overhead = check(v, "ratio.c8.tpot_p50")  # head's guided/free against base's, same round
+    assert overhead.outcome == Outcome.FAIL and overhead.delta_pct == pytest.approx(100.0)
+    assert not [c for c in v.checks if c.kind == "absolute"]  # no absolute bound in A/B
+    assert compare_results(run(40.0), run(20.0), None, T).model_dump() == v.model_dump()
+
+
+# ---------------------------------------------------------------- broken measurements
+
+
+def _guided_drain(**kw):
+    return make_results([cell("drain", "guided", 64, **kw)])
+
+
+@pytest.mark.parametrize(
+    ("kw", "words"),
+    [
+        ({"invalid": 3}, "not valid JSON"),
+        ({"length": 2}, "finish_reason=length"),
+        ({"failed": 4}, "4 request(s) failed"),
+        ({"completed": 0, "requests": 10}, "completed no requests"),
+    ],
+)
+def test_broken_measurement_is_error(kw, words):
+    v = compare_results(_guided_drain(**kw), drain_results([233.0]), None, T)
+    assert v.outcome == Outcome.ERROR and v.exit_code == 4
+    assert any(words in e for e in v.errors), v.errors
+    assert v.headline.startswith("ERROR")
+
+
+def test_validity_error_even_without_base_and_when_faster():
+    v = compare_results(_guided_drain(invalid=1, rpm=400.0), None, None, T)
+    assert v.outcome == Outcome.ERROR
+    assert check(v, "validity.guided_valid_share").outcome == Outcome.ERROR
+
+
+def test_incomplete_or_errored_run_is_error():
+    cells = [cell("drain", "guided", 64)]
+    v = compare_results(make_results(cells, status="error"), None, None, T)
+    assert v.outcome == Outcome.ERROR and "'error', not complete" in v.errors[0]
+    v = compare_results(make_results(cells, errors=["server died"]), None, None, T)
+    assert v.outcome == Outcome.ERROR and "server died" in v.errors[0]
+
+
+def test_broken_base_is_error_too():
+    v = compare_results(drain_results([233.0]), _guided_drain(failed=1), None, T)
+    assert v.outcome == Outcome.ERROR and any(e.startswith("base") for e in v.errors)
+
+
+def test_ab_plan_mismatch_names_difference():
+    head = drain_results([233.0])
+    base = drain_results([233.0], plan=gpu_plan(max_num_seqs=32))
+    v = compare_results(head, base, None, T)
+    assert v.outcome == Outcome.ERROR
+    assert any("plan_hash" in e and "max_num_seqs: 32 -> 64" in e for e in v.errors), v.errors
+    assert not [c for c in v.checks if c.kind == "relative"]
+
+
+def test_ab_hardware_mismatch_names_difference():
+    v = compare_results(drain_results([233.0]), drain_results([233.0], gpu="NVIDIA H100 80GB HBM3"), None, T)
+    assert v.outcome == Outcome.ERROR
+    assert any("hardware" in e and "H100" in e and "A100" in e for e in v.errors)
+
+
+def test_explicit_baseline_mismatch_is_error_naming_difference():
+    baseline = load_baseline("baselines/a100-gemma4-26b--a100-80gb--gemma-4-26b-a4b-it.yaml")
+    v = compare_results(drain_results([233.0], gpu="NVIDIA B300"), None, baseline, T)
+    assert v.outcome == Outcome.ERROR
+    assert any("hardware" in e and "B300" in e for e in v.errors)
+
+
+# ---------------------------------------------------------------- confirm / merge
+
+
+def test_merge_results_pools_repeats():
+    first = drain_results([200.0, 205.0])
+    second = drain_results([210.0, 198.0])
+    merged = merge_results(first, second)
+    assert sorted(c.repeat for c in merged.cells) == [0, 1, 2, 3]
+    assert merged.plan.repeats == 4 and merged.plan_hash == first.plan_hash
+    assert results_figures(merged)[0]["drain.req_per_min"] == [200.0, 205.0, 210.0, 198.0]
+    v = compare_results(merged, drain_results([233.0, 232.0, 231.0, 234.0]), None, T)
+    assert check(v, "drain.req_per_min").head_n == 4
+
+
+def test_merge_refuses_other_plan():
+    with pytest.raises(GateError, match="different plans"):
+        merge_results(drain_results([200.0]), drain_results([200.0], plan=gpu_plan(max_num_seqs=8)))
+
+
+# ---------------------------------------------------------------- thresholds, verdict file
+
+
+def test_threshold_overrides():
+    t = T.with_overrides(assignments(["drain_throughput_pct=15", "ratio_min_concurrency=4"], "--threshold"))
+    assert t.drain_throughput_pct == 15.0 and t.ratio_min_concurrency == 4
+    with pytest.raises(GateError, match="unknown threshold 'tpot_p95_pct'"):
+        T.with_overrides(assignments(["tpot_p95_pct=10"], "--threshold"))
+    with pytest.raises(GateError, match="drain_throughput_pct"):
+        T.with_overrides(assignments(["drain_throughput_pct=fast"], "--threshold"))
+    with pytest.raises(GateError, match="validity_min"):
+        T.with_overrides(assignments(["validity_min=2"], "--threshold"))
+    with pytest.raises(GateError, match="NAME=VALUE"):
+        T.with_overrides(assignments(["tpot_p50_pct"], "--threshold"))
+
+
+def test_threshold_override_changes_outcome():
+    head, base = drain_results([205.0]), drain_results([233.0])  # -12%
+    assert compare_results(head, base, None, T).outcome != Outcome.PASS
+    t = T.with_overrides(assignments(["drain_throughput_pct=25"], "--threshold"))
+    assert compare_results(head, base, None, t).outcome == Outcome.PASS
+
+
+def test_verdict_json_round_trip(tmp_path):
+    v = compare_results(drain_results([121.0]), drain_results([233.0]), None, T)
+    path = tmp_path / "verdict.json"
+    path.write_text(v.model_dump_json(indent=1))
+    again = load_verdict(path)
+    assert again == v
+    assert json.loads(path.read_text())["outcome"] == "fail"
+    assert "Student t interval" in again.method
+
+
+# ---------------------------------------------------------------- CLI
+
+
+@pytest.fixture
+def gate_main():
+    return gate_cli_main
+
+
+def _save(results, folder):
+    folder.mkdir(parents=True, exist_ok=True)
+    save_results(results, folder / "results.json")
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("head", "code"),
+    [([121.0], 1), ([224.0], 0), ([180.0, 230.0, 205.0], 3)],
+)
+def test_cli_exit_codes_ab(gate_main, tmp_path, capsys, head, code):
+    h = _save(drain_results(head), tmp_path / "head")
+    b = _save(drain_results([240.0, 225.0, 233.0] if len(head) > 1 else [233.0]), tmp_path / "base")
+    assert gate_main(["compare", str(h), "--against", str(b / "results.json")]) == code
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].startswith(("PASS", "FAIL", "INCONCLUSIVE"))
+    assert "interval" in out and "threshold" in out
+    verdict = load_verdict(h / "verdict.json")
+    assert verdict.exit_code == code and verdict.mode == "ab"
+
+
+def test_cli_error_and_bad_input(gate_main, tmp_path, capsys):
+    h = _save(_guided_drain(failed=2), tmp_path / "head")
+    assert gate_main(["compare", str(h)]) == 4
+    ok = _save(drain_results([233.0]), tmp_path / "ok")
+    assert gate_main(["compare", str(ok), "--threshold", "nope=1"]) == 2
+    assert "unknown threshold" in capsys.readouterr().err
+    assert gate_main(["compare", str(tmp_path / "missing.json")]) == 2
+
+
+def test_cli_baseline_auto_and_out(gate_main, tmp_path, capsys):
+    h = _save(drain_results([121.0]), tmp_path / "head")
+    out = tmp_path / "v" / "verdict.json"
+    code = gate_main(["compare", str(h), "--baseline", "auto", "--baselines-dir", "baselines", "--out", str(out)])
+    assert code == 1
+    verdict = load_verdict(out)
+    assert verdict.mode == "baseline" and verdict.baseline.endswith(".yaml")
+    assert check(verdict, "drain.req_per_min").delta_pct == pytest.approx(-48.1, abs=0.1)
+    capsys.readouterr()
+    other = _save(drain_results([121.0], gpu="NVIDIA L4"), tmp_path / "l4")
+    assert gate_main(["compare", str(other), "--baseline", "auto"]) == 2
+    err = capsys.readouterr().err
+    assert "hardware" in err and "NVIDIA L4" in err and "--against" in err

@@ -1,0 +1,57 @@
+import pytest
+
+from gate.core.errors import GateError
+from gate.plan.spec import WorkloadSpec
+from gate.plan.workload import PERSON_SCHEMA, prompts, request_body, schema_for, validate_output
+
+
+def test_valid_person_passes():
+    assert validate_output('{"name":"Ann","age":3,"city":"Lima","tags":["a"]}', PERSON_SCHEMA) is None
+
+
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        ('{"name":"Ann"', "not JSON"),
+        ('{"name":"Ann","age":300,"city":"Lima","tags":[]}', "age"),
+        ('{"name":"Ann","age":3,"city":"Rome","tags":[]}', "city"),
+        ('{"name":"Ann","age":3,"city":"Lima"}', "required"),
+        ("Sure! Here is a person.", "not JSON"),
+    ],
+)
+def test_invalid_outputs_say_why(text, why):
+    problem = validate_output(text, PERSON_SCHEMA)
+    assert problem is not None and why in problem
+
+
+def test_unique_variants_differ_and_shared_does_not():
+    shared = WorkloadSpec()
+    assert schema_for(shared, 1) == schema_for(shared, 2)
+    unique = WorkloadSpec(schema_variants="unique")
+    a, b = schema_for(unique, 1), schema_for(unique, 2)
+    assert a != b and "v1" in a["required"] and "v2" in b["properties"]
+    assert "v1" not in PERSON_SCHEMA["properties"]  # the base schema is not mutated
+
+
+def test_bad_schema_is_a_clear_error():
+    with pytest.raises(GateError, match="not a valid JSON schema"):
+        schema_for(WorkloadSpec(json_schema={"type": 12}), 0)
+
+
+def test_request_bodies_per_transport_and_arm():
+    spec = WorkloadSpec()
+    guided = request_body(spec, "m", "p", True, PERSON_SCHEMA)
+    assert guided["response_format"]["json_schema"]["schema"] == PERSON_SCHEMA
+    assert guided["stream"] and guided["stream_options"] == {"include_usage": True}
+    assert "ignore_eos" not in guided
+    so = request_body(WorkloadSpec(schema_transport="structured_outputs"), "m", "p", True, {})
+    assert so["structured_outputs"] == {"json": {}} and "response_format" not in so
+    free = request_body(spec, "m", "p", False, None, free_max_tokens=17)
+    assert free["ignore_eos"] is True and free["max_tokens"] == 17
+    assert "response_format" not in free
+
+
+def test_prompts_are_deterministic_per_seed():
+    assert prompts(WorkloadSpec(seed=1)) == prompts(WorkloadSpec(seed=1))
+    assert prompts(WorkloadSpec(seed=1)) != prompts(WorkloadSpec(seed=2))
+    assert len(prompts(WorkloadSpec(prompt_count=5))) == 5
