@@ -10,6 +10,7 @@ from gate import __version__
 from gate.cli import (
     ab,
     baseline,
+    bisect,
     calibrate,
     compare,
     doctor,
@@ -32,7 +33,7 @@ from gate.github.workflow_commands import safe_std_streams
 
 # Every subcommand, in the order `gate --help` lists them.
 COMMANDS = (
-    doctor, run, ab, calibrate, compare, verdict, baseline, hunks, profile, report, publish,
+    doctor, run, ab, bisect, calibrate, compare, verdict, baseline, hunks, profile, report, publish,
     trust, install_vllm, tiny_model, export,
     fingerprint,
 )

@@ -59,3 +59,51 @@ def merge_base(repo: Path | str, base: str, head: str) -> str:
             "or a shallow clone: fetch more history)"
         ) from None
     return out.decode().strip()
+
+
+def first_parent_commits(repo: Path | str, good: str, bad: str) -> list[str]:
+    """The commits of `bad`'s first-parent history after `good`, oldest first (`bad` last):
+    what a bisect over merged PRs visits. `good` must lie on that history."""
+    shas = git_text(repo, ["rev-list", "--first-parent", "--reverse", f"{good}..{bad}"],
+                    "listing the commits between good and bad").split()
+    if not shas:
+        raise GateError(f"no commit between good {good[:12]} and bad {bad[:12]}: bad must be "
+                        "a descendant of good")
+    if first_parent(repo, shas[0]) != good:
+        raise GateError(f"good {good[:12]} is not on the first-parent history of bad "
+                        f"{bad[:12]}: pick a good commit of the same branch, older than bad")
+    return shas
+
+
+def first_parent(repo: Path | str, sha: str) -> str | None:
+    """`sha`'s first parent, None for a root commit."""
+    try:
+        return git_text(repo, ["rev-parse", "--verify", "--quiet", f"{sha}^1"],
+                        f"reading the parent of {sha[:12]}")
+    except GateError:
+        return None
+
+
+def commit_subject(repo: Path | str, sha: str) -> str:
+    return git_text(repo, ["log", "-1", "--format=%s", sha, "--"], f"reading {sha[:12]}'s subject")
+
+
+def changed_paths(repo: Path | str, old: str, new: str) -> list[tuple[str, str]]:
+    """(status letter, path) for every file that differs between two commits; renames are a
+    deletion and an addition, so every path is one file of one side."""
+    raw = run_git(repo, ["diff", "--name-status", "-z", "--no-renames", old, new],
+                  f"listing the files {old[:12]}..{new[:12]} changes")
+    parts = raw.decode("utf-8", "replace").split("\0")
+    return [(parts[i][:1], parts[i + 1]) for i in range(0, len(parts) - 1, 2)]
+
+
+def file_at(repo: Path | str, sha: str, path: str) -> bytes:
+    return run_git(repo, ["show", f"{sha}:{path}"], f"reading {path} at {sha[:12]}")
+
+
+def apply_patch(worktree: Path, patch_file: Path) -> None:
+    """`git apply` a patch to the files of `worktree`, the top folder of a repository (a
+    scratch `git init` where the files are not tracked): paths resolve from that folder
+    whatever repository encloses it, and a hunk whose context does not match fails."""
+    run_git(worktree, ["apply", "--whitespace=nowarn", str(patch_file.resolve())],
+            f"applying {patch_file.name} in {worktree}")

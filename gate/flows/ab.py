@@ -45,11 +45,13 @@ Judge = Callable[[Results, Results | None], Verdict]
 
 @dataclass
 class Build:
-    """One side of the A/B: the interpreter whose vLLM to launch, plus its own environment."""
+    """One side of the A/B: the interpreter whose vLLM to launch, plus its own environment;
+    or, with `base_url`, a server of that build already running (gate bisect's good build)."""
 
     label: str
     python: str = field(default_factory=lambda: sys.executable)
     env: dict[str, str] = field(default_factory=dict)
+    base_url: str | None = None
 
 
 def resolve_python(spec: str | None) -> str:
@@ -172,7 +174,7 @@ class _Profiler:
 
 def _side(plan: Plan, build: Build, out: Path, cache_dir: Path) -> Side:
     opts = run.RunOptions(out=out / build.label, cache_dir=cache_dir, python=build.python,
-                          label=build.label, env=build.env)
+                          label=build.label, env=build.env, base_url=build.base_url)
     timings: dict[str, float] = {}
     return Side(build, opts.out, run.server_info(plan, opts),
                 run.collect_fingerprint(plan, opts, timings))
@@ -180,7 +182,8 @@ def _side(plan: Plan, build: Build, out: Path, cache_dir: Path) -> Side:
 
 def _launch(side: Side, cache_dir: Path, round_dir: str | None = None) -> Launch:
     out = side.out / round_dir if round_dir else side.out
-    return Launch(side.build.label, out, cache_dir, side.build.python, side.build.env)
+    return Launch(side.build.label, out, cache_dir, side.build.python, side.build.env,
+                  side.build.base_url)
 
 
 class _Stop(Exception):

@@ -1,0 +1,179 @@
+"""`gate bisect --good G --bad B`: the first commit of B's first-parent history after G whose
+build is slower than G's (docs/bisect.md).
+
+1. Confirm the endpoints: an A/B of the bad commit against the good build must fail; when it
+   passes (or stays inconclusive) the bisect stops there and says so.
+2. Step: the commit gate.evidence.bisection picks, built the cheapest way
+   (gate.flows.bisect_builds), checked to import, then A/B'd against the good build until
+   decided within the step's budget (gate.flows.bisect_ab). A commit that cannot be built,
+   imported or served, or stays inconclusive, is skipped: never blamed.
+3. The result: the first bad commit, its hunks ranked by the profile diff of its step, every
+   step, the runner time (gate.flows.bisect_result). bisect.json and bisect.md.
+
+The state (bisect-state.json) is saved after every finished step, so a cancelled bisect run
+again with the same arguments goes on where it stopped and never measures a finished step
+again. The good build's server is started once for all steps when the plan keeps both
+servers up (`ab.servers: persistent`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from gate.core.git import commit_subject, first_parent_commits, resolve_ref
+from gate.evidence.bisect_record import BisectResult, BisectState, CommitInfo, StepRecord
+from gate.evidence.bisection import StepVerdict, next_commit, step_verdict
+from gate.flows.bisect_ab import (
+    ABSettings,
+    BuildUnderTest,
+    ReferenceBroken,
+    ReferenceServer,
+    RunAB,
+    decide,
+    reference_server,
+    run_ab,
+)
+from gate.flows.bisect_builds import NotBuilt, StepBuilds, fresh_folder
+from gate.flows.bisect_result import error_result, finish
+from gate.flows.bisect_state import STATE_FILE, Checkpoint, check_same, load_state, relative
+from gate.runner.commit_build import CommitBuild, InstalledBuild, InstallMode
+from gate.runner.overlay import installed_package
+
+DEFAULT_WATCH = ["**"]
+
+
+@dataclass
+class BisectOptions:
+    repo: Path
+    good: str
+    bad: str
+    out: Path
+    python: str  # the interpreter of the installed build the overlays go over
+    installed_commit: str | None = None  # the commit that build is from (default: good)
+    install_mode: InstallMode = "precompiled"
+    watch: list[str] = field(default_factory=lambda: list(DEFAULT_WATCH))
+
+
+def bisect(options: BisectOptions, settings: ABSettings, run: RunAB = run_ab) -> BisectResult:
+    """Run (or resume) the bisect; writes the state as it goes and the result at the end."""
+    state = open_state(options, settings)
+    checkpoint = Checkpoint(state, options.out / STATE_FILE)
+    checkpoint.save()
+    if _pending(state):
+        try:
+            _measure(state, checkpoint, options, settings, run)
+        except ReferenceBroken as exc:
+            checkpoint.save()
+            return error_result(state, options.out, f"the good build could not be measured: {exc}")
+    checkpoint.save()
+    return finish(state, options.out, options.watch)
+
+
+def open_state(options: BisectOptions, settings: ABSettings) -> BisectState:
+    """The stored state of this bisect, or a new one; another bisect's state is an error."""
+    repo = options.repo.resolve()
+    good, bad = resolve_ref(repo, options.good), resolve_ref(repo, options.bad)
+    path = options.out / STATE_FILE
+    stored = load_state(BisectState, path)
+    plan_hash = settings.plan.measurement_hash()
+    if stored is not None:
+        wanted = stored.model_copy(update={"repo": str(repo), "plan_hash": plan_hash,
+                                           "good": CommitInfo(sha=good, subject=stored.good.subject),
+                                           "bad": CommitInfo(sha=bad, subject=stored.bad.subject)})
+        check_same(stored, wanted, ("repo", "good", "bad", "plan_hash"), path)
+        return stored
+    commits = first_parent_commits(repo, good, bad)
+    installed = resolve_ref(repo, options.installed_commit or good)
+    base = InstalledBuild(commit=installed, python=options.python,
+                          package_dir=str(installed_package(options.python)))
+    return BisectState(
+        repo=str(repo), plan_hash=plan_hash, builds=[base],
+        good=CommitInfo(sha=good, subject=commit_subject(repo, good)),
+        bad=CommitInfo(sha=bad, subject=commit_subject(repo, bad)),
+        commits=[CommitInfo(sha=c, subject=commit_subject(repo, c)) for c in commits])
+
+
+def _verdicts(state: BisectState) -> dict[str, StepVerdict]:
+    return {s.commit: s.verdict for s in state.steps}
+
+
+def _pending(state: BisectState) -> bool:
+    endpoints = [s for s in state.steps if s.role == "endpoints"]
+    if not endpoints:
+        return True
+    return endpoints[0].verdict == StepVerdict.BAD and _next(state) is not None
+
+
+def _next(state: BisectState) -> str | None:
+    return next_commit([c.sha for c in state.commits], _verdicts(state))
+
+
+@dataclass
+class _Steps:
+    """What every step of this session uses."""
+
+    state: BisectState
+    out: Path
+    settings: ABSettings
+    builds: StepBuilds
+    good: CommitBuild
+    reference: ReferenceServer
+    run: RunAB
+
+    def measure(self, commit: str, role: Literal["endpoints", "step"]) -> StepRecord:
+        number = len(self.state.steps) + 1
+        subject = next((c.subject for c in self.state.commits if c.sha == commit), "")
+        self.settings.progress(f"bisect step {number} ({role}): {commit[:12]} {subject}")
+        started = time.monotonic()
+        folder = fresh_folder(self.out / "steps" / f"{number:02d}-{commit[:12]}")
+        record = self._measure(commit, folder)
+        return StepRecord(**{**record, "seconds": round(time.monotonic() - started, 1)},
+                          number=number, commit=commit, role=role)
+
+    def _measure(self, commit: str, folder: Path) -> dict:
+        try:
+            build = self.builds.build(commit, folder / "build")
+        except NotBuilt as exc:
+            return {"verdict": StepVerdict.SKIPPED, "reason": f"could not be built: {exc}"}
+        modules = self.builds.changed_modules(self.good.commit, commit)
+        if problem := self.builds.import_problem(build, self.good, modules):
+            return {"verdict": StepVerdict.SKIPPED, "reason": problem, "build": build.how}
+        measured = decide(self.settings, self.reference.side,
+                          BuildUnderTest(build.python, build.env), folder, self.run)
+        return {**measured.model_dump(), "build": build.how,
+                "verdict": step_verdict(measured.outcome) if measured.outcome else
+                StepVerdict.SKIPPED,
+                "folder": relative(measured.folder, self.out),
+                "profile_diff": relative(measured.profile_diff, self.out)}
+
+
+def _measure(state: BisectState, checkpoint: Checkpoint, options: BisectOptions,
+             settings: ABSettings, run: RunAB) -> None:
+    builds = StepBuilds(options.repo.resolve(), state.builds, options.install_mode,
+                        on_install=lambda b: checkpoint.save())
+    try:
+        good = builds.build(state.good.sha, fresh_folder(options.out / "good") / "build")
+    except NotBuilt as exc:
+        raise ReferenceBroken(str(exc)) from None
+    side = BuildUnderTest(good.python, good.env)
+    with reference_server(settings, side, options.out / "good") as reference:
+        steps = _Steps(state, options.out, settings, builds, good, reference, run)
+        _walk(steps, checkpoint)
+
+
+def _walk(steps: _Steps, checkpoint: Checkpoint) -> None:
+    state = steps.state
+    if not any(s.role == "endpoints" for s in state.steps):
+        _keep(state, checkpoint, steps.measure(state.bad.sha, "endpoints"))
+        if state.steps[-1].verdict != StepVerdict.BAD:
+            return
+    while (commit := _next(state)) is not None:
+        _keep(state, checkpoint, steps.measure(commit, "step"))
+
+
+def _keep(state: BisectState, checkpoint: Checkpoint, record: StepRecord) -> None:
+    state.steps.append(record)
+    checkpoint.finished(record.seconds)

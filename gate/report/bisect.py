@@ -1,0 +1,131 @@
+"""The markdown report of `gate bisect` (bisect.md, the job summary, an issue): laid out by
+templates/bisect.md.j2 in the gate's Jinja2 environment (gate.report.template), so every
+untrusted string (commit subjects, reasons, paths, hunk bodies) is escaped for its place.
+Pure: results in, markdown out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from markupsafe import Markup
+from tabulate import tabulate
+
+from gate.evidence.bisect_record import BisectResult, HunksResult, Measured
+from gate.evidence.bisection import Effect
+from gate.evidence.hunks import Hunk
+from gate.report.escape import truncate_lines
+from gate.report.template import environment
+
+TEMPLATE = "bisect.md.j2"
+MAX_HUNKS = 10  # shown in full; hunks.json has them all
+MAX_HUNK_CHARS = 4000
+OUTCOME_EMOJI = {"found": "🎯", "no_regression": "✅", "inconclusive": "⚠️",
+                 "undecided": "⚠️", "not_reproduced": "⚠️", "error": "💥"}
+
+
+def percent(value: float | None) -> Markup:
+    return Markup("-" if value is None else f"{value:+.1f}%")
+
+
+def effect_cells(effect: Effect | None) -> dict[str, Markup | str]:
+    if effect is None:
+        return {"check": "-", "delta": Markup("-"), "interval": Markup("-")}
+    interval = Markup("-") if effect.ci_low_pct is None else Markup(
+        f"{percent(effect.ci_low_pct)} .. {percent(effect.ci_high_pct)}")
+    return {"check": effect.label, "delta": percent(effect.delta_pct), "interval": interval}
+
+
+def minutes(seconds: float) -> Markup:
+    return Markup(f"{seconds / 60:.1f}")
+
+
+def row(m: Measured) -> dict:
+    outcome = m.outcome.value if m.outcome else "not measured"
+    return {**effect_cells(m.effect), "outcome": outcome, "rounds": Markup(str(m.rounds)),
+            "minutes": minutes(m.seconds), "build": m.build or "-", "reason": m.reason}
+
+
+@dataclass(frozen=True)
+class HunkView:
+    path: str
+    where: Markup
+    section: str
+    evidence: str | None
+    text: str
+    cut: int
+
+
+def hunk_view(h: Hunk) -> HunkView:
+    text, cut = truncate_lines(h.text, MAX_HUNK_CHARS)
+    return HunkView(h.path, Markup(f":{h.new_start}" if h.new_start else ""), h.section,
+                    h.evidence, text, cut)
+
+
+def render_bisect(result: BisectResult) -> str:
+    subjects = {c.sha: c.subject for c in [result.good, result.bad, *result.candidates,
+                                           *result.skipped]}
+    steps = [{**row(s), "number": Markup(str(s.number)), "sha": Markup(s.commit[:12]),
+              "subject": subjects.get(s.commit) or _subject(result, s.commit),
+              "verdict": s.verdict.value, "role": s.role} for s in result.steps]
+    hunks = result.hunks.hunks if result.hunks else []
+    return environment().get_template(TEMPLATE).render(
+        kind="commits", r=result, emoji=Markup(OUTCOME_EMOJI[result.outcome.value]),
+        steps=steps, hunks=[hunk_view(h) for h in hunks[:MAX_HUNKS]],
+        hunks_left=Markup(str(max(len(hunks) - MAX_HUNKS, 0))),
+        total=minutes(result.runner_seconds),
+        step_minutes=minutes(sum(s.seconds for s in result.steps)))
+
+
+def _subject(result: BisectResult, sha: str) -> str:
+    if result.first_bad and result.first_bad.sha == sha:
+        return result.first_bad.subject
+    return ""
+
+
+def render_hunks(result: HunksResult) -> str:
+    tests = [{**row(t), "number": Markup(str(t.number)),
+              "hunks": Markup(", ".join(str(i + 1) for i in t.hunks)),
+              "reproduces": "yes" if t.reproduces else "no"} for t in result.tests]
+    minimal = [hunk_view(result.hunks[i]) for i in result.minimal]
+    return environment().get_template(TEMPLATE).render(
+        kind="hunks", r=result, emoji=Markup(OUTCOME_EMOJI[result.outcome.value]),
+        tests=tests, minimal=minimal, numbers=[Markup(str(i + 1)) for i in result.minimal],
+        all_hunks=[hunk_view(h) for h in result.hunks],
+        total=minutes(result.runner_seconds),
+        step_minutes=minutes(sum(t.seconds for t in result.tests)))
+
+
+def _terminal_row(m: Measured) -> list[str]:
+    r = row(m)
+    return [str(r["outcome"]), str(r["check"]), str(r["delta"]), str(r["interval"]),
+            str(r["rounds"]), str(r["minutes"])]
+
+
+def terminal_bisect(result: BisectResult) -> str:
+    """The headline, one row per step and the runner time, for the terminal."""
+    rows = [[str(s.number), s.commit[:12], s.verdict.value + (" (endpoints)" if
+             s.role == "endpoints" else ""), *_terminal_row(s), s.reason[:80]]
+            for s in result.steps]
+    table = tabulate(rows, headers=["#", "commit", "verdict", "A/B", "check", "delta",
+                                    "interval", "rounds", "runner min", "why skipped"],
+                     disable_numparse=True)
+    lines = [result.headline, "", table, "",
+             f"runner time: {result.runner_seconds / 60:.1f} min in all"]
+    if result.hunks and result.hunks.hunks:
+        top = result.hunks.hunks[0]
+        lines.append(f"top hunk: {top.path}:{top.new_start} {top.evidence or ''}".rstrip())
+    return "\n".join(lines + [f"note: {n}" for n in result.notes])
+
+
+def terminal_hunks(result: HunksResult) -> str:
+    rows = [[str(t.number), ",".join(str(i + 1) for i in t.hunks),
+             "yes" if t.reproduces else "no", *_terminal_row(t), t.reason[:80]]
+            for t in result.tests]
+    table = tabulate(rows, headers=["#", "hunks", "reproduces", "A/B", "check", "delta",
+                                    "interval", "rounds", "runner min", "why unresolved"],
+                     disable_numparse=True)
+    hunks = [f"  {i + 1}. {h.path}:{h.new_start} {h.section}".rstrip()
+             for i, h in enumerate(result.hunks)]
+    return "\n".join([result.headline, "", "hunks:", *hunks, "", table, "",
+                      f"runner time: {result.runner_seconds / 60:.1f} min in all"]
+                     + [f"note: {n}" for n in result.notes])

@@ -1,0 +1,118 @@
+"""A runnable vLLM build of any commit of a vLLM repository, made the cheapest way it can be
+(docs/bisect.md#how-a-step-is-installed):
+
+1. overlay: when the commit differs from a build already installed only in files an overlay
+   can carry (the package's Python files and data), those files over that build
+   (gate.runner.overlay): milliseconds, no interpreter of its own;
+2. otherwise a real install of the commit into a virtualenv of its own, from a shared clone
+   checked out at the commit: `precompiled` (VLLM_USE_PRECOMPILED=1 with the commit's own
+   precompiled wheel, VLLM_PRECOMPILED_WHEEL_COMMIT=commit, as gate install-vllm does) or
+   `source`; a commit whose install fails is reported, never guessed at. The new build
+   then serves as a base for later overlays.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from gate.core.errors import GateError
+from gate.core.git import changed_paths, file_at, run_git
+from gate.runner import install, overlay
+
+InstallMode = Literal["precompiled", "source", "none"]
+
+
+class InstalledBuild(BaseModel):
+    """A vLLM build installed in an interpreter, and the commit its files are from."""
+
+    commit: str
+    python: str
+    package_dir: str = Field(description="where its vllm package is (the overlays' base)")
+    how: str = "installed before the bisect"
+
+
+class CommitBuild(BaseModel):
+    """One commit's build, ready to serve: the interpreter and the environment to run it."""
+
+    commit: str
+    python: str
+    env: dict[str, str] = Field(default_factory=dict)
+    how: str = Field(description="how it was made, in words")
+    overlay_files: list[str] = Field(default_factory=list,
+                                     description="the package files the overlay carries")
+
+
+class Overlay(BaseModel):
+    """What an overlay over `base` needs for a commit: the files to write and to leave out."""
+
+    base: InstalledBuild
+    files: list[str]
+    removed: list[str]
+
+
+class NotBuilt(GateError):
+    """The commit could not be built (or installed) here: skip it, never blame it."""
+
+
+def overlay_for(repo: Path, commit: str, builds: list[InstalledBuild],
+                package: str = overlay.PACKAGE) -> Overlay | None:
+    """The smallest overlay over one of `builds` that makes `commit`; None when every build
+    differs from it in something an overlay cannot carry (compiled sources, build inputs)."""
+    found = []
+    for base in builds:
+        changes = changed_paths(repo, base.commit, commit)
+        if not all(overlay.overlayable(p, package) or not _affects_build(p, package)
+                   for _, p in changes):
+            continue
+        inside = [(s, p) for s, p in changes if overlay.overlayable(p, package)]
+        found.append(Overlay(base=base, files=[p for s, p in inside if s != "D"],
+                             removed=[p for s, p in inside if s == "D"]))
+    return min(found, key=lambda o: len(o.files) + len(o.removed), default=None)
+
+
+def _affects_build(path: str, package: str) -> bool:
+    """A file whose change an installed build would show: the package, or a build input."""
+    return path.startswith(package + "/") or any(
+        path == b or path.startswith(b) for b in install.BUILD_INPUTS)
+
+
+def make_overlay(repo: Path, commit: str, plan: Overlay, dest: Path) -> CommitBuild:
+    files = {p: file_at(repo, commit, p) for p in plan.files}
+    folder = overlay.build_overlay(Path(plan.base.package_dir), dest, files, plan.removed)
+    count = len(plan.files) + len(plan.removed)
+    return CommitBuild(
+        commit=commit, python=plan.base.python, env=overlay.overlay_env(folder),
+        how=f"overlay of {count} package file(s) over the build of {plan.base.commit[:12]} "
+            f"({plan.base.how})",
+        overlay_files=sorted(plan.files + plan.removed))
+
+
+def install_commit(repo: Path, commit: str, mode: InstallMode, dest: Path,
+                   python: str = sys.executable) -> InstalledBuild:
+    """A real install of `commit` into DEST/venv from a shared clone in DEST/src; NotBuilt
+    when `mode` is none or the install fails."""
+    if mode == "none":
+        raise NotBuilt(f"{commit[:12]} changes more than Python files and --install is none")
+    src, venv = dest / "src", dest / "venv"
+    dest.mkdir(parents=True, exist_ok=True)
+    try:
+        if not (src / ".git").exists():
+            run_git(dest, ["clone", "--quiet", "--shared", "--no-checkout", str(repo.resolve()),
+                           str(src)], "cloning the repository for an install", timeout_s=600)
+        run_git(src, ["checkout", "--quiet", "--detach", commit], f"checking out {commit[:12]}")
+        subprocess.run([python, "-m", "venv", str(venv)], check=True, capture_output=True,
+                       timeout=600)
+        target = str(venv / "bin" / "python")
+        plan = install.plan_install(mode, target, src=src, base_ref=commit)
+        install.run_install(plan)
+    except (GateError, subprocess.SubprocessError, OSError) as exc:
+        raise NotBuilt(f"the {mode} install of {commit[:12]} failed: "
+                       f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+    return InstalledBuild(commit=commit, python=target,
+                          package_dir=str(overlay.installed_package(target)),
+                          how=f"{mode} install of {commit[:12]}")
