@@ -77,9 +77,11 @@ class StepBuilds:
         own = {m: e for m, e in failed.items() if m not in also}
         if not own:
             return None
-        name, error = next(iter(own.items()))
-        more = f" (and {len(own) - 1} more)" if len(own) > 1 else ""
-        return f"{name} does not import: {error}{more}"
+        # the module whose own file the error names first (its importers fail with it)
+        name = min(own, key=lambda m: m.rsplit(".", 1)[-1] + ".py" not in own[m])
+        others = sorted(set(own) - {name})
+        also_failing = f" (so do {', '.join(others[:3])}{' ...' if len(others) > 3 else ''})"
+        return f"{name} does not import: {own[name]}" + (also_failing if others else "")
 
 
 def _modules(paths) -> list[str]:

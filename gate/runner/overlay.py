@@ -55,11 +55,12 @@ _IMPORT_EACH = (
 
 
 def installed_package(python: str, package: str = PACKAGE) -> Path:
-    """The folder of `package` as `python` installed it, found without importing it and
-    without PYTHONPATH or the working directory (`-I`): the build an overlay goes over."""
+    """The folder of `package` as `python` finds it (without importing it, and without the
+    working directory on sys.path, as the server runs): the build an overlay goes over."""
     try:
-        proc = subprocess.run([python, "-I", "-c", _FIND_PACKAGE, package], capture_output=True,
-                              text=True, timeout=120, check=False)
+        proc = subprocess.run([python, "-c", _FIND_PACKAGE, package], capture_output=True,
+                              text=True, timeout=120, check=False,
+                              env={**os.environ, "PYTHONSAFEPATH": "1"})
     except (FileNotFoundError, PermissionError):
         raise GateError(f"python interpreter {python} cannot be run") from None
     folder = proc.stdout.strip()

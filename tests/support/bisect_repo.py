@@ -1,0 +1,124 @@
+"""A small stand-in for a vLLM checkout and its installed build, for `gate bisect` tests that
+need no real vLLM: a `vllm` package of a few modules installed in a folder (with a file that
+stands for a compiled extension), a real git repository whose root commit holds the same
+files, and an A/B double that judges a build by what its overlay makes Python import.
+
+The double reads `SLOW_MS` in vllm/v1/structured_output/utils.py through the build's
+PYTHONPATH (the overlay, or the installed package): a build with SLOW_MS > 0 fails against
+the reference, one without passes; `outcomes` can force an outcome per call."""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gate.flows.bisect_ab import ABRun, ABSettings, BuildUnderTest
+from gate.judge.verdict import Outcome, Verdict
+from support.factories import check
+from support.gitrepo import commit, init
+
+UTILS = "vllm/v1/structured_output/utils.py"
+BACKEND = "vllm/v1/structured_output/backend.py"
+
+
+def utils_source(slow_ms: int = 0, extra: str = "") -> str:
+    return (
+        '"""Stand-in for vLLM\'s structured-output utils."""\n\n'
+        f"SLOW_MS = {slow_ms}\n\n\n"
+        "def apply_grammar_bitmask(rows):\n"
+        "    total = 0\n"
+        "    for row in range(rows):\n"
+        "        total += row\n"
+        "    return total\n"
+        f"{extra}"
+    )
+
+
+PACKAGE = {
+    "vllm/__init__.py": '__version__ = "0.0.test"\n',
+    "vllm/v1/__init__.py": "",
+    "vllm/v1/structured_output/__init__.py": "from vllm.v1.structured_output import utils\n",
+    UTILS: utils_source(),
+    BACKEND: "def compile_grammar(schema):\n    return str(schema)\n",
+}
+
+
+def install_package(root: Path, files: dict[str, str] | None = None) -> Path:
+    """The installed build: site/vllm with PACKAGE's files and a stand-in compiled module.
+    Returns the package folder."""
+    site = root / "site"
+    for rel, text in (files or PACKAGE).items():
+        path = site / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    (site / "vllm" / "_C.abi3.so").write_bytes(b"\x7fELF stand-in")
+    return site / "vllm"
+
+
+def stand_in_python(root: Path, package: Path) -> str:
+    """An interpreter that finds the stand-in installed package behind whatever PYTHONPATH
+    it is given (an overlay goes first), as a virtualenv finds its site-packages."""
+    script = root / "bin" / "python"
+    script.parent.mkdir(parents=True, exist_ok=True)
+    script.write_text(f'#!/bin/sh\nPYTHONPATH="${{PYTHONPATH:+$PYTHONPATH:}}{package.parent}" '
+                      f'exec {sys.executable} "$@"\n')
+    script.chmod(0o755)
+    return str(script)
+
+
+def make_repo(root: Path, changes: list[tuple[str, dict[str, str]]]) -> tuple[Path, list[str]]:
+    """A repository whose root commit holds PACKAGE (the good commit, as installed), then one
+    commit per (subject, files). Returns the repo and every SHA, the root first."""
+    repo = init(root / "repo")
+    shas = [commit(repo, "root: the installed build", {**PACKAGE, "README.md": "vllm\n"})]
+    for subject, files in changes:
+        shas.append(commit(repo, subject, files))
+    return repo, shas
+
+
+def slow_ms_of(build: BuildUnderTest, installed: Path) -> int:
+    """SLOW_MS as the build would import it: the overlay's utils.py, else the installed one."""
+    entries = [p for p in build.env.get("PYTHONPATH", "").split(":") if p]
+    for entry in entries:
+        candidate = Path(entry) / UTILS
+        if candidate.exists():
+            text = candidate.read_text()
+            break
+    else:
+        text = (installed.parent / UTILS).read_text()
+    match = re.search(r"^SLOW_MS = (\d+)", text, re.MULTILINE)
+    return int(match.group(1)) if match else 0
+
+
+def verdict_for(outcome: Outcome, delta: float) -> Verdict:
+    c = check("drain.output_tok_s", "drain output tok/s (guided)", 100.0, 100.0 + delta,
+              outcome, direction="higher_is_better", threshold=10.0, unit="tok/s")
+    return Verdict(outcome=outcome, headline=f"{outcome.value}: {delta:+.0f}%", mode="ab",
+                   checks=[c], rounds=2)
+
+
+@dataclass
+class FakeAB:
+    """The A/B double: records every call; fails builds whose SLOW_MS > 0."""
+
+    installed: Path
+    outcomes: list[Outcome] = field(default_factory=list)  # forced, consumed in order
+    calls: list[int] = field(default_factory=list)  # SLOW_MS of each head measured
+    stop_after: int | None = None  # raise KeyboardInterrupt at this call (a cancel)
+    base_errors: list[str] = field(default_factory=list)
+
+    def __call__(self, settings: ABSettings, base: BuildUnderTest, head: BuildUnderTest,
+                 out: Path) -> ABRun:
+        if self.stop_after is not None and len(self.calls) >= self.stop_after:
+            raise KeyboardInterrupt
+        slow = slow_ms_of(head, self.installed)
+        self.calls.append(slow)
+        out.mkdir(parents=True, exist_ok=True)
+        if self.outcomes:
+            outcome = self.outcomes.pop(0)
+        else:
+            outcome = Outcome.FAIL if slow > slow_ms_of(base, self.installed) else Outcome.PASS
+        delta = -45.0 if outcome == Outcome.FAIL else 1.0
+        return ABRun(verdict_for(outcome, delta), None, 60.0, list(self.base_errors))
