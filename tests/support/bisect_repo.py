@@ -16,6 +16,7 @@ from pathlib import Path
 
 from gate.flows.bisect_ab import ABRun, ABSettings, BuildUnderTest
 from gate.judge.verdict import Outcome, Verdict
+from gate.profile.diff import Change, DiffSettings, FunctionDiff, ProfileDiff, save_profile_diff
 from support.factories import check
 from support.gitrepo import commit, init
 
@@ -88,8 +89,8 @@ def slow_ms_of(build: BuildUnderTest, installed: Path) -> int:
             break
     else:
         text = (installed.parent / UTILS).read_text()
-    match = re.search(r"^SLOW_MS = (\d+)", text, re.MULTILINE)
-    return int(match.group(1)) if match else 0
+    return max((int(m) for m in re.findall(r"^\s*SLOW_MS = (\d+)", text, re.MULTILINE)),
+               default=0)
 
 
 def verdict_for(outcome: Outcome, delta: float) -> Verdict:
@@ -108,6 +109,7 @@ class FakeAB:
     calls: list[int] = field(default_factory=list)  # SLOW_MS of each head measured
     stop_after: int | None = None  # raise KeyboardInterrupt at this call (a cancel)
     base_errors: list[str] = field(default_factory=list)
+    blame: str | None = None  # a failing A/B's profile diff names this function of UTILS
 
     def __call__(self, settings: ABSettings, base: BuildUnderTest, head: BuildUnderTest,
                  out: Path) -> ABRun:
@@ -121,4 +123,52 @@ class FakeAB:
         else:
             outcome = Outcome.FAIL if slow > slow_ms_of(base, self.installed) else Outcome.PASS
         delta = -45.0 if outcome == Outcome.FAIL else 1.0
-        return ABRun(verdict_for(outcome, delta), None, 60.0, list(self.base_errors))
+        diff = None
+        if self.blame and outcome == Outcome.FAIL:
+            diff = out / "profile-diff"
+            save_profile_diff(profile_diff_naming(self.blame), diff / "profile-diff.json")
+        return ABRun(verdict_for(outcome, delta), diff, 60.0, list(self.base_errors))
+
+
+def profile_diff_naming(function: str, added_ms: float = 40.0) -> ProfileDiff:
+    """A profile diff in which `function` of UTILS has significantly more self time."""
+    def change(base: float, head: float, significant: bool) -> Change:
+        return Change(base=base, head=head, diff=head - base, low=(head - base) / 2,
+                      high=(head - base) * 1.5, significant=significant)
+
+    row = FunctionDiff(file=f"/site-packages/{UTILS}", name=function, line=5,
+                       self_time=change(10.0, 10.0 + added_ms, True),
+                       inclusive=change(12.0, 12.0 + added_ms, True))
+    return ProfileDiff(base_label="base", head_label="head", base_windows=5, head_windows=5,
+                       base_tokens=1000.0, head_tokens=1000.0,
+                       total=change(100.0, 100.0 + added_ms, True),
+                       waiting=change(5.0, 5.0, False), settings=DiffSettings(),
+                       method="stand-in", functions=[row])
+
+
+# -- one change of five hunks, one of them slow ---------------------------------------------
+LONG_UTILS = (
+    '"""Stand-in for vLLM\'s structured-output utils."""\n\nSLOW_MS = 0\n\n\n'
+    "def apply_grammar_bitmask(rows):\n"
+    "    total = 0\n"
+    "    for row in range(rows):\n"
+    "        total += row\n"
+    "    return total\n"
+    + "".join(f"\n\ndef helper_{i}(x):\n    y = x + {i}\n    z = y * 2\n    return z\n"
+              for i in range(4))
+)
+
+
+def five_hunk_change() -> tuple[dict[str, str], dict[str, str]]:
+    """(files of the parent commit, files of the change): the change has five hunks in
+    Python files; only the one inside apply_grammar_bitmask is slow."""
+    slow = LONG_UTILS.replace("    total = 0\n", "    total = 0\n    SLOW_MS = 5  # host work\n")
+    changed = slow.replace("    y = x + 3\n", "    y = x + 30\n")
+    return (
+        {UTILS: LONG_UTILS},
+        {UTILS: changed,
+         BACKEND: "def compile_grammar(schema):\n    return repr(schema)\n",
+         "vllm/v1/structured_output/__init__.py":
+             "# the structured-output package\nfrom vllm.v1.structured_output import utils\n",
+         "vllm/v1/structured_output/extra.py": "EXTRA = 1\n"},
+    )

@@ -1,0 +1,127 @@
+"""`gate bisect --hunks`: delta debugging over one change's hunks, each configuration a real
+`git apply` of some hunks onto the parent's files in a real overlay; the A/B is the double of
+support.bisect_repo (a build whose SLOW_MS > 0 fails)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from support.bisect_repo import (
+    UTILS,
+    FakeAB,
+    five_hunk_change,
+    install_package,
+    make_repo,
+    stand_in_python,
+)
+
+from gate.core.errors import GateError
+from gate.core.progress import Progress
+from gate.evidence.bisect_record import HunksOutcome, HunksState
+from gate.flows import ab
+from gate.flows.bisect_ab import ABSettings
+from gate.flows.bisect_hunks import HunksOptions, bisect_hunks
+from gate.flows.bisect_state import HUNKS_STATE_FILE
+from gate.plan.spec import apply_overrides, load_plan
+
+
+def settings(tmp_path: Path) -> ABSettings:
+    plan = apply_overrides(load_plan("cpu-smoke"), ab={"servers": "per_round"})
+    return ABSettings(plan=plan, thresholds=plan.thresholds, noise_dir=None,
+                      profiling=ab.Profiling("never"), cache_dir=tmp_path / "cache",
+                      progress=Progress(quiet=True))
+
+
+@pytest.fixture
+def change(tmp_path):
+    parent_files, change_files = five_hunk_change()
+    installed = install_package(tmp_path)
+    repo, shas = make_repo(tmp_path, [("parent: longer utils", parent_files),
+                                      ("five hunks, one slow", change_files)])
+    opts = HunksOptions(repo=repo, head=shas[2], out=tmp_path / "out",
+                        python=stand_in_python(tmp_path, installed))
+    return opts, installed, shas
+
+
+def slow_index(state_or_result) -> int:
+    return next(i for i, h in enumerate(state_or_result.hunks)
+                if h.path == UTILS and "SLOW_MS = 5" in h.text)
+
+
+def test_ddmin_names_the_one_slow_hunk_of_five(change, tmp_path):
+    opts, installed, shas = change
+    fake = FakeAB(installed)
+    result = bisect_hunks(opts, settings(tmp_path), fake)
+    assert len(result.hunks) == 5
+    assert result.outcome == HunksOutcome.FOUND and result.exit_code == 1
+    assert result.minimal == [slow_index(result)]
+    assert result.parent.sha == shas[1] and result.head.sha == shas[2]
+    # the whole change first, then ddmin's halves: few tests for one culprit of five
+    assert result.tests[0].hunks == [0, 1, 2, 3, 4] and result.tests[0].reproduces
+    assert len(fake.calls) == len(result.tests) <= 5
+    for t in result.tests:
+        assert t.reproduces == (slow_index(result) in t.hunks), t
+    saved = json.loads((opts.out / "hunks-bisect.json").read_text())
+    assert saved["minimal"] == result.minimal
+    md = (opts.out / "hunks-bisect.md").read_text()
+    assert "SLOW_MS = 5" in md and "### Configurations tested" in md
+
+
+def test_the_hunk_the_profile_blames_is_tried_alone_first(change, tmp_path):
+    opts, installed, _ = change
+    fake = FakeAB(installed, blame="apply_grammar_bitmask")
+    result = bisect_hunks(opts, settings(tmp_path), fake)
+    assert result.minimal == [slow_index(result)]
+    assert [t.hunks for t in result.tests] == [[0, 1, 2, 3, 4], [slow_index(result)]]
+    state = HunksState.model_validate_json((opts.out / HUNKS_STATE_FILE).read_text())
+    assert state.suspect == slow_index(result) and state.order[0] == slow_index(result)
+
+
+def test_a_configuration_is_the_parent_with_only_the_chosen_hunks(change, tmp_path):
+    opts, installed, _ = change
+    result = bisect_hunks(opts, settings(tmp_path), FakeAB(installed))
+    lone = next(t for t in result.tests if t.hunks == [slow_index(result)])
+    files = opts.out / lone.folder.split("/ab")[0] / "files"
+    utils = (files / UTILS).read_text()
+    assert "SLOW_MS = 5" in utils and "x + 30" not in utils  # the other utils hunk left out
+    overlay = opts.out / lone.folder.split("/ab")[0] / "build" / "overlay"
+    assert (overlay / UTILS).read_text() == utils
+    assert not (overlay / "vllm/v1/structured_output/extra.py").exists()
+
+
+def test_a_change_that_does_not_reproduce_stops_after_one_test(tmp_path):
+    installed = install_package(tmp_path)
+    repo, shas = make_repo(tmp_path, [("harmless", {"vllm/v1/structured_output/extra.py":
+                                                    "EXTRA = 2\n"})])
+    opts = HunksOptions(repo=repo, head=shas[1], out=tmp_path / "out",
+                        python=stand_in_python(tmp_path, installed))
+    fake = FakeAB(installed)
+    result = bisect_hunks(opts, settings(tmp_path), fake)
+    assert result.outcome == HunksOutcome.NOT_REPRODUCED and result.exit_code == 3
+    assert len(fake.calls) == 1 and result.minimal == []
+
+
+def test_a_cancelled_run_replays_its_stored_tests_and_measures_only_new_ones(change, tmp_path):
+    opts, installed, _ = change
+    first = FakeAB(installed, stop_after=2)
+    with pytest.raises(KeyboardInterrupt):
+        bisect_hunks(opts, settings(tmp_path), first)
+    second = FakeAB(installed)
+    result = bisect_hunks(opts, settings(tmp_path), second)
+    configs = [tuple(t.hunks) for t in result.tests]
+    assert len(configs) == len(set(configs)) == len(first.calls) + len(second.calls)
+    assert result.minimal == [slow_index(result)]
+    third = FakeAB(installed)
+    assert bisect_hunks(opts, settings(tmp_path), third).minimal == result.minimal
+    assert third.calls == []
+
+
+def test_a_change_without_python_hunks_is_refused(tmp_path):
+    installed = install_package(tmp_path)
+    repo, shas = make_repo(tmp_path, [("docs", {"docs/x.md": "x\n"})])
+    opts = HunksOptions(repo=repo, head=shas[1], out=tmp_path / "out",
+                        python=stand_in_python(tmp_path, installed))
+    with pytest.raises(GateError, match="changes no Python file of the vllm package"):
+        bisect_hunks(opts, settings(tmp_path), FakeAB(installed))
