@@ -3,6 +3,8 @@
     gate trust check-environment NAME       exit 0 when NAME has required reviewers
     gate trust check-head --pr N --sha SHA  exit 0 when PR N's head is still SHA
     gate trust revoke-label --pr N --label L  withdraw the approval label after a push
+    gate trust check-on-default-branch --sha S [--sha S2]  exit 0 when each is a commit of
+                                            the default branch (gate bisect's refs)
 
 Exit codes: 0 ok, 1 the setting or state is missing (refuse to run), 2 bad arguments,
 4 GitHub could not tell (refuse to run: fail closed). Reads GITHUB_TOKEN, GITHUB_REPOSITORY
@@ -20,6 +22,7 @@ from gate.github.trust import (
     check_commit_sha,
     check_environment,
     check_head,
+    check_on_default_branch,
     client_for,
     revoke_label,
 )
@@ -54,6 +57,14 @@ def add_parser(subparsers) -> None:
     revoke.add_argument("--pr", type=int, required=True, help="PR number")
     revoke.add_argument("--label", required=True, help="label name, e.g. run-perf-gate")
     revoke.set_defaults(trust_check=run_revoke_label)
+
+    on_branch = sub.add_parser(
+        "check-on-default-branch",
+        help="fail unless every SHA is a commit of the default branch (contents: read)",
+    )
+    on_branch.add_argument("--sha", action="append", required=True,
+                           help="a full commit SHA (repeatable)")
+    on_branch.set_defaults(trust_check=run_check_on_default_branch)
     p.set_defaults(handler=handle)
 
 
@@ -101,4 +112,13 @@ def run_revoke_label(args: argparse.Namespace, settings: Settings) -> int:
     removed = revoke_label(client_for(settings), pr, args.label)
     state = "removed" if removed else "was not on the PR"
     print(f"gate trust: label {args.label!r} {state} (PR #{pr}): a new push needs a new approval")
+    return 0
+
+
+def run_check_on_default_branch(args: argparse.Namespace, settings: Settings) -> int:
+    shas = [check_commit_sha(sha, "--sha") for sha in args.sha]
+    client = client_for(settings)
+    for sha in shas:
+        branch = check_on_default_branch(client, sha)
+        print(f"gate trust: {sha} is a commit of the default branch {branch}")
     return 0

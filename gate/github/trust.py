@@ -9,11 +9,13 @@ the state of the PR when a job starts:
   says the environment has at least one required reviewer;
 - the approval label approves one commit: after a push it is withdrawn (`revoke_label`);
 - a manual rerun measures the commit its dispatcher named, and only while that commit is still
-  the PR's head (`check_head`).
+  the PR's head (`check_head`);
+- a bisect runs only commits of the default branch, merged after review
+  (`check_on_default_branch`): GitHub's compare API says whether the branch's tip contains it.
 
 Each call goes through `GitHubClient.request`. Reading an environment needs `actions: read`
 on the job's GITHUB_TOKEN; a PR needs `pull-requests: read`; removing a label needs
-`pull-requests: write` (or `issues: write`).
+`pull-requests: write` (or `issues: write`); the repository and compare, `contents: read`.
 """
 
 from __future__ import annotations
@@ -147,3 +149,37 @@ def revoke_label(client: GitHubClient, pr: int, label: str) -> bool:
     if label in names:
         raise UnknownTrust(f"could not remove label {label!r} from PR #{pr}")
     return False
+
+
+def default_branch(client: GitHubClient) -> str:
+    try:
+        repo = client.request("GET", f"/repos/{client.repository}").json()
+    except GitHubError as exc:
+        raise UnknownTrust(f"cannot read the repository ({exc}). Failing closed") from None
+    branch = repo.get("default_branch") if isinstance(repo, dict) else None
+    if not isinstance(branch, str) or not branch:
+        raise UnknownTrust("GitHub's answer names no default branch. Failing closed")
+    return branch
+
+
+def check_on_default_branch(client: GitHubClient, sha: str) -> str:
+    """The default branch's name when `sha` is one of its commits (its tip or older); a
+    TrustError when it is not (another branch's or a fork's commit), UnknownTrust when GitHub
+    cannot tell."""
+    branch = default_branch(client)
+    path = (f"/repos/{client.repository}/compare/"
+            f"{quote(branch, safe='')}...{quote(sha, safe='')}")
+    try:
+        status = client.request("GET", path).json().get("status")
+    except GitHubForbidden as exc:
+        if exc.status == 404:
+            raise TrustError(f"{sha} is not a commit of this repository") from None
+        raise UnknownTrust(f"cannot compare {sha} with {branch} ({exc}). Failing closed") from None
+    except GitHubError as exc:
+        raise UnknownTrust(f"cannot compare {sha} with {branch} ({exc}). Failing closed") from None
+    if status in ("identical", "behind"):
+        return branch
+    if status in ("ahead", "diverged"):
+        raise TrustError(f"{sha} is not a commit of the default branch {branch} (GitHub: "
+                         f"{status}): only merged commits are measured on the GPU runner")
+    raise UnknownTrust(f"GitHub's compare of {sha} with {branch} says {status!r}. Failing closed")

@@ -28,6 +28,12 @@ another server. `clock` is injectable (tests share a FakeClock with the client).
 Environments and labels (`gate trust`): GET /repos/{o}/{r}/environments/{name} answers from
 `environments`; GET /repos/{o}/{r}/issues/{n}/labels and DELETE .../labels/{name} use `labels`.
 
+Commits (`gate trust check-on-default-branch`): GET /repos/{o}/{r} names `default_branch`;
+GET /repos/{o}/{r}/compare/{base}...{head} answers GitHub's `status` from `branches` (a name ->
+its commits, oldest first): identical (head is the branch's tip), behind (an older commit of
+it), diverged (a commit in `elsewhere`, e.g. a fork's, which GitHub's compare also finds), or
+404 for a commit it does not know.
+
 Every request is recorded (method, path, query, headers, body) for assertions.
 """
 
@@ -108,6 +114,9 @@ class FakeGitHub:
         self.pulls: dict[int, dict[str, Any]] = {}
         self.environments: dict[str, dict[str, Any]] = {}  # name -> GitHub's environment JSON
         self.labels: dict[int, list[str]] = {}  # issue/PR number -> label names
+        self.default_branch = "main"
+        self.branches: dict[str, list[str]] = {}  # branch -> its commits, oldest first
+        self.elsewhere: set[str] = set()  # commits of other branches or forks
         self.requests: list[Recorded] = []
         self.failures: list[Failure] = []
         self.break_creates: list[str] = []
@@ -264,7 +273,9 @@ class FakeGitHub:
         if writes and token in self.fork_tokens:
             return 403, {}, {"message": INTEGRATION_403}
         if rest == [] and method == "GET":
-            return 200, {}, {"full_name": self.repository}
+            return 200, {}, {"full_name": self.repository, "default_branch": self.default_branch}
+        if len(rest) == 2 and rest[0] == "compare" and method == "GET":
+            return self._compare(unquote(rest[1]))
         if len(rest) == 2 and rest[0] == "pulls" and rest[1].isdigit() and method == "GET":
             pull = self.pulls.get(int(rest[1]))
             return (200, {}, pull) if pull else (404, {}, {"message": "Not Found"})
@@ -321,6 +332,21 @@ class FakeGitHub:
             labels.remove(rest[3])
             return 200, {}, [{"name": name} for name in labels]
         return None
+
+    def _compare(self, basehead: str):
+        base, sep, head = basehead.partition("...")
+        history = self.branches.get(base)
+        if not sep or history is None:
+            return 404, {}, {"message": "Not Found"}
+        if head in history:
+            behind = len(history) - 1 - history.index(head)
+            status = "identical" if behind == 0 else "behind"
+            return 200, {}, {"status": status, "ahead_by": 0, "behind_by": behind,
+                             "commits": [], "files": []}
+        if head in self.elsewhere:
+            return 200, {}, {"status": "diverged", "ahead_by": 1, "behind_by": 1,
+                             "commits": [{"sha": head}], "files": []}
+        return 404, {}, {"message": f"No commit found for SHA: {head}"}
 
     def _list(self, path: str, issue: int, query: dict[str, list[str]]):
         per_page = min(int(query.get("per_page", ["30"])[0]), 100)
