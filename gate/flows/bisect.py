@@ -38,7 +38,14 @@ from gate.flows.bisect_ab import (
 )
 from gate.flows.bisect_builds import NotBuilt, StepBuilds, fresh_folder
 from gate.flows.bisect_result import error_result, finish
-from gate.flows.bisect_state import STATE_FILE, Checkpoint, check_same, load_state, relative
+from gate.flows.bisect_state import (
+    STATE_FILE,
+    Checkpoint,
+    check_same,
+    load_state,
+    relative,
+    usable_builds,
+)
 from gate.runner.commit_build import CommitBuild, InstalledBuild, InstallMode
 from gate.runner.overlay import installed_package
 
@@ -76,19 +83,21 @@ def open_state(options: BisectOptions, settings: ABSettings) -> BisectState:
     """The stored state of this bisect, or a new one; another bisect's state is an error."""
     repo = options.repo.resolve()
     good, bad = resolve_ref(repo, options.good), resolve_ref(repo, options.bad)
+    base = InstalledBuild(commit=resolve_ref(repo, options.installed_commit or good),
+                          python=options.python,
+                          package_dir=str(installed_package(options.python)))
     path = options.out / STATE_FILE
     stored = load_state(BisectState, path)
     plan_hash = settings.plan.measurement_hash()
     if stored is not None:
-        wanted = stored.model_copy(update={"repo": str(repo), "plan_hash": plan_hash,
-                                           "good": CommitInfo(sha=good, subject=stored.good.subject),
-                                           "bad": CommitInfo(sha=bad, subject=stored.bad.subject)})
+        wanted = stored.model_copy(update={
+            "repo": str(repo), "plan_hash": plan_hash,
+            "good": CommitInfo(sha=good, subject=stored.good.subject),
+            "bad": CommitInfo(sha=bad, subject=stored.bad.subject)})
         check_same(stored, wanted, ("repo", "good", "bad", "plan_hash"), path)
+        stored.builds = usable_builds(stored.builds, base)
         return stored
     commits = first_parent_commits(repo, good, bad)
-    installed = resolve_ref(repo, options.installed_commit or good)
-    base = InstalledBuild(commit=installed, python=options.python,
-                          package_dir=str(installed_package(options.python)))
     return BisectState(
         repo=str(repo), plan_hash=plan_hash, builds=[base],
         good=CommitInfo(sha=good, subject=commit_subject(repo, good)),

@@ -50,6 +50,7 @@ from gate.flows.bisect_state import (
     check_same,
     load_state,
     relative,
+    usable_builds,
 )
 from gate.flows.diff_artifacts import load_written
 from gate.judge.verdict import Outcome
@@ -113,6 +114,7 @@ def open_hunks_state(options: HunksOptions, settings: ABSettings) -> HunksState:
     if stored is None:
         return fresh
     check_same(stored, fresh, ("repo", "parent", "head", "plan_hash", "hunks"), path)
+    stored.builds = usable_builds(stored.builds, fresh.builds[0])
     return stored
 
 

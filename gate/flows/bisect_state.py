@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from gate.core.errors import GateError
 from gate.core.files import load_json_model, write_atomic
 from gate.evidence.bisect_record import BisectState, HunksState
+from gate.runner.commit_build import InstalledBuild
 
 S = TypeVar("S", BisectState, HunksState)
 STATE_FILE = "bisect-state.json"
@@ -72,3 +73,12 @@ def relative(path: str | None, root: Path) -> str | None:
         return str(Path(path).relative_to(root))
     except ValueError:
         return path
+
+
+def usable_builds(stored: list[InstalledBuild], base: InstalledBuild) -> list[InstalledBuild]:
+    """The installed builds a resumed bisect can overlay: this run's installed build first,
+    then the ones an earlier session installed that are still there (a CI re-run attempt
+    restores the state on a fresh runner, without them)."""
+    kept = [b for b in stored[1:] if b.commit != base.commit and Path(b.python).exists()
+            and Path(b.package_dir).is_dir()]
+    return [base, *kept]

@@ -558,3 +558,59 @@ def test_nightly_push_keeps_the_token_off_command_lines_and_uses_the_server_url(
     assert "config=http.https://ghe.example.test/.extraheader" in text
     assert "gh-host=ghe.example.test" in text
     assert "github.com" not in text
+
+
+# == 6. bisect: the refs are checked before the GPU runner and on it ======================
+@pytest.mark.parametrize(
+    ("good", "bad", "issue", "code"),
+    [
+        (SHA_A, SHA_B, "", 0),
+        (SHA_A, SHA_B, "12", 0),
+        (SHA_A, SHA_A, "", 2),
+        ("main", SHA_B, "", 2),
+        (SHA_A, SHA_B[:12], "", 2),
+        (SHA_A, SHA_B.upper(), "", 2),
+        (SHA_A, f"{SHA_B}; true", "", 2),
+        (SHA_A, SHA_B, "12; true", 2),
+    ],
+)
+def test_bisect_inputs_are_checked(good, bad, issue, code, tmp_path):
+    proc, _ = run_step(load("gate-bisect.yml"), "check", "Check the inputs", tmp_path,
+                       event_name="workflow_dispatch",
+                       inputs={"good": good, "bad": bad, "issue": issue})
+    assert proc.returncode == code, proc.stdout + proc.stderr
+
+
+def test_bisect_refuses_a_ref_that_is_not_on_the_default_branch(fake, tmp_path):
+    doc = load("gate-bisect.yml")
+    name = "Check that both refs are commits of the default branch"
+    fake.branches = {"main": [SHA_A, BASE_SHA]}
+    fake.elsewhere = {SHA_B}
+    given = {"event_name": "workflow_dispatch", "fake": fake}
+    proc, _ = run_step(doc, "check", name, tmp_path, inputs={"good": SHA_A, "bad": BASE_SHA},
+                       **given)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc, _ = run_step(doc, "check", name, tmp_path, inputs={"good": SHA_A, "bad": SHA_B},
+                       **given)
+    assert proc.returncode == 1
+    assert f"{SHA_B} is not a commit of the default branch main" in proc.stderr
+    assert all(r.headers["authorization"] == f"Bearer {TOKEN}" for r in fake.requests)
+
+
+def test_the_bisect_job_stops_unless_it_checked_out_good_and_bad_descends_from_it(tmp_path):
+    repo = init(tmp_path / "repo")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "good")
+    good = git(repo, "rev-parse", "HEAD")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "bad")
+    bad = git(repo, "rev-parse", "HEAD")
+    git(repo, "checkout", "-q", "--detach", good)
+    doc, name = load("gate-bisect.yml"), "Confirm the checkout is the requested commit"
+    cases = [(good, bad, 0, ""), (bad, good, 1, f"checked out {good}, not the requested"),
+             (good, SHA_B, 1, "is not in the fetched history")]
+    for g, b, code, said in cases:
+        proc, _ = run_step(doc, "bisect", name, tmp_path, cwd=repo, inputs={"good": g, "bad": b})
+        assert proc.returncode == code, proc.stdout + proc.stderr
+        assert said in proc.stdout
+    git(repo, "checkout", "-q", "--detach", bad)
+    proc, _ = run_step(doc, "bisect", name, tmp_path, cwd=repo, inputs={"good": bad, "bad": good})
+    assert proc.returncode == 1 and "is not an ancestor of the bad commit" in proc.stdout

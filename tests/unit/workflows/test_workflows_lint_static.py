@@ -17,6 +17,7 @@ def test_there_are_workflows():
     assert {
         "gate-pr.yml",
         "gate-rerun.yml",
+        "gate-bisect.yml",
         "gate-nightly-baseline.yml",
         "gate-matrix.yml",
     } <= names

@@ -33,11 +33,15 @@ from support.workflows import (
 # Events for which GitHub runs the PR's own copy of the workflow file.
 FILE_FROM_PR_HEAD = {"pull_request", "pull_request_review", "pull_request_review_comment"}
 # Events whose workflow file a fork cannot choose and whose code is trusted or approved.
-TRUSTED_FILE_EVENTS = {"pull_request_target", "workflow_dispatch", "schedule"}
+# workflow_call runs the file at the ref its caller names: the shipped callers run on trusted
+# events (test_workflow_call_has_only_trusted_callers), and a fork's own pull_request
+# workflow cannot reach runners whose group admits default-branch files only.
+TRUSTED_FILE_EVENTS = {"pull_request_target", "workflow_dispatch", "schedule", "workflow_call"}
 ALLOWED_SHA_REFS = {
     "${{ needs.decide.outputs.sha }}",  # the head commit of the approving event
     "${{ inputs.sha }}",  # the commit a writer dispatched
     "${{ github.sha }}",  # the default branch's commit of a scheduled run
+    "${{ inputs.good }}",  # gate-bisect: a default-branch commit (check-on-default-branch)
 }
 
 
@@ -63,12 +67,13 @@ def approval_problems(doc: dict, name: str, event: str) -> list[str]:
     )
     if event in ("schedule", "workflow_dispatch") and job.get("if") == default_branch_only:
         return []  # the default branch's own code
-    if event == "workflow_dispatch":
+    if event in ("workflow_dispatch", "workflow_call"):
         check = doc["jobs"].get("check")
         if check is None or "check" not in needs(job):
             return ["does not need the check job"]
-        if not runs(check, "gate trust check-head"):
-            return ["the check job does not check the PR's head"]
+        if not (runs(check, "gate trust check-head")
+                or runs(check, "gate trust check-on-default-branch")):
+            return ["the check job checks neither the PR's head nor the default branch"]
         return []
     if event == "schedule":
         return ["is not limited to the default branch"]
@@ -234,3 +239,41 @@ def test_no_workflow_script_hard_codes_the_github_host():
         for job in doc["jobs"].values():
             for s in job["steps"]:
                 assert "https://github.com" not in str(s.get("run", "")), path.name
+
+
+# == 5. bisect: only commits of the default branch reach the GPU ========================
+def test_bisect_takes_the_same_required_shas_whether_dispatched_or_called():
+    on = triggers(load("gate-bisect.yml"))
+    dispatch, call = on["workflow_dispatch"]["inputs"], on["workflow_call"]["inputs"]
+    assert dispatch.keys() == call.keys() == {"good", "bad", "plan", "issue"}
+    for name in ("good", "bad"):
+        assert dispatch[name]["required"] is call[name]["required"] is True
+        assert dispatch[name]["type"] == call[name]["type"] == "string"
+
+
+def test_bisect_checks_both_refs_on_the_default_branch_before_the_gpu():
+    doc = load("gate-bisect.yml")
+    (gpu,) = self_hosted_jobs(doc).values()
+    assert needs(gpu) == ["check"]
+    (check,) = runs(doc["jobs"]["check"], "gate trust check-on-default-branch")
+    assert "if" not in check  # always, whoever started it
+    assert '--sha "$GOOD" --sha "$BAD"' in check["run"]
+    assert check["env"] == {"GITHUB_TOKEN": "${{ github.token }}", "GOOD": "${{ inputs.good }}",
+                            "BAD": "${{ inputs.bad }}"}
+    (code,) = [s for s in gpu["steps"] if is_checkout(s) and "repository" not in s["with"]]
+    assert code["with"]["ref"] == "${{ inputs.good }}" and code["with"]["fetch-depth"] == 0
+
+
+def test_bisect_posts_on_an_issue_only_from_a_job_that_runs_no_code():
+    job = load("gate-bisect.yml")["jobs"]["report"]
+    assert job["permissions"] == {"issues": "write"} and not runs_on_self_hosted(job)
+    assert not [s for s in job["steps"] if is_checkout(s) or "gate " in str(s.get("run", ""))]
+
+
+def test_workflow_call_has_only_trusted_callers():
+    for path in WORKFLOWS:
+        doc = yaml.safe_load(path.read_text())
+        callers = [job for job in doc["jobs"].values()
+                   if str(job.get("uses", "")).endswith("/gate-bisect.yml")]
+        if callers:
+            assert set(triggers(doc)) <= {"schedule", "workflow_dispatch"}, path.name
