@@ -77,11 +77,24 @@ class StepBuilds:
         own = {m: e for m, e in failed.items() if m not in also}
         if not own:
             return None
-        # the module whose own file the error names first (its importers fail with it)
-        name = min(own, key=lambda m: m.rsplit(".", 1)[-1] + ".py" not in own[m])
+        name = _culprit_module(own)
         others = sorted(set(own) - {name})
         also_failing = f" (so do {', '.join(others[:3])}{' ...' if len(others) > 3 else ''})"
         return f"{name} does not import: {own[name]}" + (also_failing if others else "")
+
+
+def _culprit_module(failed: dict[str, str]) -> str:
+    """The module whose own file holds the line that failed (its importers fail with it);
+    else one whose file the error names; else the first."""
+    def own_file(module: str) -> tuple[str, str]:
+        path = module.replace(".", "/")
+        return f"at {path}.py:", f"at {path}/__init__.py:"
+
+    for module, error in failed.items():
+        if any(marker in error for marker in own_file(module)):
+            return module
+    named = [m for m, e in failed.items() if m.rsplit(".", 1)[-1] + ".py" in e]
+    return (named or list(failed))[0]
 
 
 def _modules(paths) -> list[str]:

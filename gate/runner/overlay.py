@@ -42,14 +42,22 @@ _FIND_PACKAGE = (
     "spec.submodule_search_locations else '')\n"
 )
 _MARK = "gate-import-failures:"
+# Each module imported in turn; an error names the innermost frame in the package (the line
+# that failed), so that a module failing through its package's __init__ is told apart.
 _IMPORT_EACH = (
-    f"import importlib, json, sys\nMARK = {_MARK!r}\n"
+    f"import importlib, json, sys, traceback\nMARK = {_MARK!r}\n"
     "failed = {}\n"
     "for name in sys.argv[1:]:\n"
     "    try:\n"
     "        importlib.import_module(name)\n"
     "    except BaseException as exc:\n"
-    "        failed[name] = f'{type(exc).__name__}: {exc}'.splitlines()[0][:300]\n"
+    "        text = f'{type(exc).__name__}: {exc}'.splitlines()[0][:300]\n"
+    "        files = [f for f in traceback.extract_tb(exc.__traceback__)\n"
+    "                 if '/vllm/' in f.filename]\n"
+    "        if files:\n"
+    "            rel = 'vllm/' + files[-1].filename.rsplit('/vllm/', 1)[1]\n"
+    "            text += f' (at {rel}:{files[-1].lineno})'\n"
+    "        failed[name] = text\n"
     "sys.stdout.write('\\n' + MARK + json.dumps(failed) + '\\n')\n"
 )
 

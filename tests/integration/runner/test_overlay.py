@@ -130,3 +130,15 @@ def test_the_overlay_goes_over_the_closest_installed_build(tmp_path):
     second = InstalledBuild(commit=shas[1], python="/venv/bin/python", package_dir="/x/vllm")
     plan = overlay_for(repo, shas[2], [first, second])
     assert plan.base == second and plan.files == [UTILS]
+
+
+def test_an_import_error_names_the_line_that_failed(tmp_path):
+    installed = install_package(tmp_path)
+    broken = b"from vllm.v1.structured_output.backend import missing_name\n"
+    folder = overlay.build_overlay(installed, tmp_path / "ov",
+                                   {"vllm/v1/structured_output/request.py": broken})
+    failures = overlay.import_failures(sys.executable, overlay.overlay_env(folder, {}),
+                                       ["vllm.v1.structured_output.request"])
+    error = failures["vllm.v1.structured_output.request"]
+    assert error.startswith("ImportError: cannot import name 'missing_name'")
+    assert error.endswith("(at vllm/v1/structured_output/request.py:1)")

@@ -1,0 +1,120 @@
+"""A git repository of the installed vLLM's structured-output files, with eight commits to
+bisect (tests/e2e/test_e2e_bisect.py, benchmarks/bisect_run.py).
+
+The root commit holds vllm/v1/structured_output/*.py as this interpreter installed them; the
+compiled parts and the rest of the package stay in site-packages, shared, and every build is
+an overlay of the repository's files over it. The eight commits, oldest first:
+
+    1-3  comments in backend_xgrammar.py, request.py, backend_guidance.py
+    4    request.py imports a name that does not exist: the build does not import
+    5    fixes it
+    6    the slow commit, five hunks in four files: four are comments, one (the slow hunk)
+         decorates apply_grammar_bitmask with host work of `HOST_WORK_FACTOR` times the
+         function's own measured time on every engine step that applies a grammar bitmask,
+         so the slowdown is relative to this runner's own speed
+    7-8  comments in backend_guidance.py and backend_types.py
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+
+from support.gitrepo import commit, init
+
+SO = "vllm/v1/structured_output"
+UTILS = f"{SO}/utils.py"
+HOST_WORK_FACTOR = 6
+SLOW_HUNK_MARK = "_with_host_work_per_step"
+DECORATOR = f'''def {SLOW_HUNK_MARK}(apply):
+    """Check the grammar output again on the host after applying it, every engine step."""
+    import time
+
+    def checked(*args, **kwargs):
+        started = time.perf_counter()
+        result = apply(*args, **kwargs)
+        until = time.perf_counter() + {HOST_WORK_FACTOR} * (time.perf_counter() - started)
+        while time.perf_counter() < until:
+            pass
+        return result
+
+    return checked
+
+
+@{SLOW_HUNK_MARK}
+'''
+
+
+def installed_files() -> dict[str, str]:
+    """vllm/v1/structured_output/*.py of the installed vLLM (found without importing it)."""
+    spec = importlib.util.find_spec("vllm")
+    assert spec and spec.submodule_search_locations, "vllm is not installed"
+    folder = Path(spec.submodule_search_locations[0]) / "v1" / "structured_output"
+    return {f"{SO}/{p.name}": p.read_text() for p in sorted(folder.glob("*.py"))}
+
+
+@dataclass(frozen=True)
+class BisectRepo:
+    path: Path
+    shas: list[str]  # the root (good) first, then commits 1-8
+
+    @property
+    def good(self) -> str:
+        return self.shas[0]
+
+    @property
+    def bad(self) -> str:
+        return self.shas[8]
+
+
+
+def _append(files: dict[str, str], rel: str, line: str) -> dict[str, str]:
+    files[rel] = files[rel].rstrip("\n") + f"\n{line}\n"
+    return {rel: files[rel]}
+
+
+def _slow(files: dict[str, str]) -> dict[str, str]:
+    source = files[UTILS]
+    head, sep, tail = source.partition("def apply_grammar_bitmask(")
+    assert sep, "apply_grammar_bitmask is not in the installed utils.py"
+    files[UTILS] = head + DECORATOR + sep + tail
+    changed = {UTILS: files[UTILS]}
+    for rel in (UTILS, f"{SO}/backend_xgrammar.py", f"{SO}/request.py", f"{SO}/__init__.py"):
+        changed.update(_append(files, rel, "# gate bisect test: commit 6"))
+    return changed
+
+
+BROKEN_IMPORT = "from vllm.v1.structured_output.backend_types import GateNoSuchName  # noqa"
+
+
+def _fix(files: dict[str, str]) -> dict[str, str]:
+    rel = f"{SO}/request.py"
+    files[rel] = files[rel].replace(BROKEN_IMPORT + "\n", "# commit 5\n")
+    return {rel: files[rel]}
+
+
+def _comment(rel: str, number: int):
+    return lambda files: _append(files, f"{SO}/{rel}", f"# gate bisect test: commit {number}")
+
+
+COMMITS = [
+    ("commit 1: comment in backend_xgrammar", _comment("backend_xgrammar.py", 1)),
+    ("commit 2: comment in request", _comment("request.py", 2)),
+    ("commit 3: comment in backend_guidance", _comment("backend_guidance.py", 3)),
+    ("commit 4: request imports a missing name",
+     lambda files: _append(files, f"{SO}/request.py", BROKEN_IMPORT)),
+    ("commit 5: fix the import", _fix),
+    ("commit 6: check the grammar output on the host every step", _slow),
+    ("commit 7: comment in backend_guidance", _comment("backend_guidance.py", 7)),
+    ("commit 8: comment in backend_types", _comment("backend_types.py", 8)),
+]
+
+
+def build_repo(root: Path) -> BisectRepo:
+    files = installed_files()
+    repo = init(root / "vllm-src")
+    shas = [commit(repo, "root: the installed structured-output files", dict(files))]
+    for subject, change in COMMITS:
+        shas.append(commit(repo, subject, change(files)))
+    return BisectRepo(repo, shas)
