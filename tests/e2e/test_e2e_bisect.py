@@ -1,0 +1,133 @@
+"""`gate bisect` end to end on CPU with real vLLM servers, over a git repository of the
+installed vLLM's structured-output files (support.vllm_bisect_repo: eight commits, the fourth
+does not import, the sixth adds host work per engine step in five hunks).
+
+One bisect, cancelled with SIGTERM once the endpoints are confirmed and run again to the end,
+then `--hunks` on the slow commit. Cheap on purpose (each server start is about a minute on a
+slow 2-core runner): a drain-only plan with one short window per build and round, at most two
+rounds, eager mode (no torch.compile warm-up), the good build's server shared by all steps.
+The search logic itself is tested without vLLM (tests/integration/flows/test_bisect_flow.py).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from support.paths import REPO_ROOT
+from support.vllm_bisect_repo import SLOW_HUNK_MARK, UTILS, build_repo
+from support.vllm_helpers import gate_cmd, run_gate, small_plan, wait_gone
+
+from gate.core.errors import EXIT_FAIL, EXIT_TERMINATED
+from gate.evidence.bisect_record import BisectResult, BisectState, HunksResult
+
+pytestmark = pytest.mark.vllm
+
+PLAN_CHANGES = {
+    "server.enforce_eager": True,
+    "warmup": {"requests": 2, "concurrency": 2, "levels": [8]},
+    "drain": {"enabled": True, "requests": 16, "concurrency": 8, "window_s": 3,
+              "max_window_s": 15},
+    "sweep.enabled": False,
+    "ab.min_rounds": 1,
+    "ab.max_rounds": 2,
+    # The injected host work slows guided steps several-fold; the plan says how noisy one
+    # measurement on this runner is, so that two rounds decide an A/A (docs/bisect.md).
+    "thresholds.drain_throughput_pct": 25,
+    "thresholds.run_noise_pct": 6,
+}
+PROFILE = ["--profile-windows", "2", "--profile-window", "2"]
+
+
+@pytest.fixture(scope="module")
+def bisected(tiny_model_dir, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("bisect")
+    repo = build_repo(tmp)
+    plan, marker = small_plan(tmp, **PLAN_CHANGES)
+    out = tmp / "out"
+    args = ["bisect", "--repo", str(repo.path), "--good", repo.good, "--bad", repo.bad,
+            "--plan", str(plan), "--out", str(out), *PROFILE]
+    cancelled = _cancel_after_endpoints(args, out / "bisect-state.json")
+    assert wait_gone(marker) == [], "a server outlived the cancelled bisect"
+    state_then = BisectState.model_validate_json((out / "bisect-state.json").read_text())
+    proc = run_gate(*args, timeout=1800)
+    assert wait_gone(marker) == []
+    return repo, out, cancelled, state_then, proc, (plan, marker, tmp)
+
+
+def _cancel_after_endpoints(args: list[str], state: Path) -> subprocess.CompletedProcess:
+    proc = subprocess.Popen(gate_cmd(*args), cwd=REPO_ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 1200
+    while time.monotonic() < deadline and proc.poll() is None:
+        if state.is_file() and json.loads(state.read_text())["steps"]:
+            proc.send_signal(signal.SIGTERM)
+            break
+        time.sleep(0.5)
+    out, err = proc.communicate(timeout=300)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def test_sigterm_stops_the_bisect_and_keeps_its_finished_steps(bisected):
+    _, _, cancelled, state_then, _, _ = bisected
+    assert cancelled.returncode == EXIT_TERMINATED, cancelled.stderr[-3000:]
+    assert "terminated (SIGTERM)" in cancelled.stderr
+    assert state_then.steps[0].role == "endpoints" and state_then.steps[0].verdict == "bad"
+
+
+def test_the_rerun_goes_on_without_measuring_a_finished_step_again(bisected):
+    _, out, _, state_then, proc, _ = bisected
+    assert proc.returncode == EXIT_FAIL, proc.stdout[-3000:] + proc.stderr[-3000:]
+    result = BisectResult.model_validate_json((out / "bisect.json").read_text())
+    assert result.steps[:len(state_then.steps)] == state_then.steps
+    measured = [s.commit for s in result.steps if s.outcome is not None]
+    assert len(measured) == len(set(measured))
+    assert "bisect step 1 (endpoints)" not in proc.stderr
+
+
+def test_the_slow_commit_is_named_within_ceil_log2_8_plus_1_steps(bisected):
+    repo, out, _, _, _, _ = bisected
+    result = BisectResult.model_validate_json((out / "bisect.json").read_text())
+    assert result.first_bad.sha == repo.shas[6], result.headline
+    ab_steps = [s for s in result.steps if s.outcome is not None]
+    assert len(ab_steps) <= math.ceil(math.log2(8)) + 1
+    assert all(s.build.startswith("overlay of") for s in ab_steps)
+    assert result.runner_seconds > sum(s.seconds for s in result.steps) > 0
+    md = (out / "bisect.md").read_text()
+    assert repo.shas[6] in md and "Runner time:" in md
+
+
+def test_the_commit_that_does_not_import_is_skipped_not_blamed(bisected):
+    repo, out, _, _, _, _ = bisected
+    result = BisectResult.model_validate_json((out / "bisect.json").read_text())
+    (step,) = [s for s in result.steps if s.commit == repo.shas[4]]
+    assert step.verdict == "skipped" and step.outcome is None
+    assert "request does not import: ImportError" in step.reason
+    assert result.first_bad.sha != repo.shas[4]
+
+
+def test_the_slow_hunk_ranks_first_by_the_profile_diff(bisected):
+    _, out, _, _, _, _ = bisected
+    result = BisectResult.model_validate_json((out / "bisect.json").read_text())
+    top = result.hunks.hunks[0]
+    assert top.path == UTILS and SLOW_HUNK_MARK in top.text, result.hunks_ranked_by
+    assert result.hunks_ranked_by.startswith("the profile diff of step")
+
+
+def test_hunks_names_the_one_slow_hunk_of_five(bisected):
+    repo, _, _, _, _, (plan, marker, tmp) = bisected
+    out = tmp / "hunks"
+    proc = run_gate("bisect", "--hunks", "--repo", str(repo.path), "--head", repo.shas[6],
+                    "--plan", str(plan), "--out", str(out), *PROFILE, timeout=1500)
+    assert wait_gone(marker) == []
+    assert proc.returncode == EXIT_FAIL, proc.stdout[-3000:] + proc.stderr[-3000:]
+    result = HunksResult.model_validate_json((out / "hunks-bisect.json").read_text())
+    assert len(result.hunks) == 5
+    (only,) = result.minimal
+    assert result.hunks[only].path == UTILS and SLOW_HUNK_MARK in result.hunks[only].text
+    assert result.parent.sha == repo.shas[5]
