@@ -14,6 +14,7 @@ from gate.evidence.bisect_record import BisectResult, HunksResult, Measured
 from gate.evidence.bisection import Effect
 from gate.evidence.hunks import Hunk
 from gate.report.escape import truncate_lines
+from gate.report.render import GITHUB_COMMENT_LIMIT
 from gate.report.template import environment
 
 TEMPLATE = "bisect.md.j2"
@@ -61,7 +62,18 @@ def hunk_view(h: Hunk) -> HunkView:
                     h.evidence, text, cut)
 
 
-def render_bisect(result: BisectResult) -> str:
+def render_bisect(result: BisectResult, limit: int = GITHUB_COMMENT_LIMIT) -> str:
+    """The report, within `limit` characters (an issue comment's): the hunks shown in full
+    give way first, lowest ranked first; hunks.json keeps them all."""
+    shown = MAX_HUNKS
+    while True:
+        text = _render_bisect(result, shown)
+        if len(text) <= limit or shown == 0:
+            return text[:limit]
+        shown -= 1
+
+
+def _render_bisect(result: BisectResult, shown: int) -> str:
     subjects = {c.sha: c.subject for c in [result.good, result.bad, *result.candidates,
                                            *result.skipped]}
     steps = [{**row(s), "number": Markup(str(s.number)), "sha": Markup(s.commit[:12]),
@@ -70,8 +82,8 @@ def render_bisect(result: BisectResult) -> str:
     hunks = result.hunks.hunks if result.hunks else []
     return environment().get_template(TEMPLATE).render(
         kind="commits", r=result, emoji=Markup(OUTCOME_EMOJI[result.outcome.value]),
-        steps=steps, hunks=[hunk_view(h) for h in hunks[:MAX_HUNKS]],
-        hunks_left=Markup(str(max(len(hunks) - MAX_HUNKS, 0))),
+        steps=steps, hunks=[hunk_view(h) for h in hunks[:shown]],
+        hunks_left=Markup(str(max(len(hunks) - shown, 0))),
         total=minutes(result.runner_seconds),
         step_minutes=minutes(sum(s.seconds for s in result.steps)))
 

@@ -20,29 +20,19 @@ from pathlib import Path
 
 import pytest
 from support.paths import REPO_ROOT
-from support.vllm_bisect_repo import SLOW_HUNK_MARK, UTILS, build_repo
+from support.vllm_bisect_repo import (
+    PLAN_CHANGES,
+    PROFILE_ARGS,
+    SLOW_HUNK_MARK,
+    UTILS,
+    build_repo,
+)
 from support.vllm_helpers import gate_cmd, run_gate, small_plan, wait_gone
 
 from gate.core.errors import EXIT_FAIL, EXIT_TERMINATED
 from gate.evidence.bisect_record import BisectResult, BisectState, HunksResult
 
 pytestmark = pytest.mark.vllm
-
-PLAN_CHANGES = {
-    "server.enforce_eager": True,
-    "warmup": {"requests": 2, "concurrency": 2, "levels": [8]},
-    "drain": {"enabled": True, "requests": 16, "concurrency": 8, "window_s": 3,
-              "max_window_s": 15},
-    "sweep.enabled": False,
-    "ab.min_rounds": 1,
-    "ab.max_rounds": 2,
-    # The injected host work slows guided steps several-fold; the plan says how noisy one
-    # measurement on this runner is, so that two rounds decide an A/A (docs/bisect.md).
-    "thresholds.drain_throughput_pct": 25,
-    "thresholds.run_noise_pct": 6,
-}
-PROFILE = ["--profile-windows", "2", "--profile-window", "2"]
-
 
 @pytest.fixture(scope="module")
 def bisected(tiny_model_dir, tmp_path_factory):
@@ -51,7 +41,7 @@ def bisected(tiny_model_dir, tmp_path_factory):
     plan, marker = small_plan(tmp, **PLAN_CHANGES)
     out = tmp / "out"
     args = ["bisect", "--repo", str(repo.path), "--good", repo.good, "--bad", repo.bad,
-            "--plan", str(plan), "--out", str(out), *PROFILE]
+            "--plan", str(plan), "--out", str(out), *PROFILE_ARGS]
     cancelled = _cancel_after_endpoints(args, out / "bisect-state.json")
     assert wait_gone(marker) == [], "a server outlived the cancelled bisect"
     state_then = BisectState.model_validate_json((out / "bisect-state.json").read_text())
@@ -123,7 +113,7 @@ def test_hunks_names_the_one_slow_hunk_of_five(bisected):
     repo, _, _, _, _, (plan, marker, tmp) = bisected
     out = tmp / "hunks"
     proc = run_gate("bisect", "--hunks", "--repo", str(repo.path), "--head", repo.shas[6],
-                    "--plan", str(plan), "--out", str(out), *PROFILE, timeout=1500)
+                    "--plan", str(plan), "--out", str(out), *PROFILE_ARGS, timeout=1500)
     assert wait_gone(marker) == []
     assert proc.returncode == EXIT_FAIL, proc.stdout[-3000:] + proc.stderr[-3000:]
     result = HunksResult.model_validate_json((out / "hunks-bisect.json").read_text())

@@ -46,6 +46,25 @@ DECORATOR = f'''def {SLOW_HUNK_MARK}(apply):
 '''
 
 
+# The plan of the e2e test and the benchmark (tests/support/vllm_helpers.small_plan's changes):
+# drain only, one short window per build and round, at most two rounds, eager mode (no
+# torch.compile warm-up at each server start). The injected host work slows guided steps
+# several-fold; the plan says how noisy one measurement is here (run_noise_pct), so that two
+# rounds can decide an A/A, and fails only a drop past 25% (docs/bisect.md#on-a-cpu).
+PLAN_CHANGES = {
+    "server.enforce_eager": True,
+    "warmup": {"requests": 2, "concurrency": 2, "levels": [8]},
+    "drain": {"enabled": True, "requests": 16, "concurrency": 8, "window_s": 3,
+              "max_window_s": 15},
+    "sweep.enabled": False,
+    "ab.min_rounds": 1,
+    "ab.max_rounds": 2,
+    "thresholds.drain_throughput_pct": 25,
+    "thresholds.run_noise_pct": 6,
+}
+PROFILE_ARGS = ["--profile-windows", "2", "--profile-window", "2"]
+
+
 def installed_files() -> dict[str, str]:
     """vllm/v1/structured_output/*.py of the installed vLLM (found without importing it)."""
     spec = importlib.util.find_spec("vllm")

@@ -118,3 +118,13 @@ def test_the_hunks_report_shows_the_minimal_set_and_every_configuration():
     assert set(shown.tags) <= OWN_TAGS and shown.live_mentions() == []
     text = terminal_hunks(hunks_result())
     assert "3. vllm/v1/structured_output/utils.py:8" in text
+
+
+def test_the_report_fits_an_issue_comment_by_leaving_hunks_out():
+    result = found()
+    big = [hunk(f"vllm/f{i}.py", "+x = 1\n" * 600, new_start=i + 1) for i in range(10)]
+    result = result.model_copy(update={"hunks": hunkset(big)})
+    md = render_bisect(result, limit=20_000)
+    assert len(md) <= 20_000
+    assert "more hunk(s) in hunks.json" in md and "vllm/f0.py" in md and "vllm/f9.py" not in md
+    assert "Runner time:" in md and "| 3 |" in md  # the steps table is kept
