@@ -19,6 +19,7 @@ from gate.evidence.bisect_record import (
 from gate.evidence.bisection import Effect, StepVerdict, conclude
 from gate.evidence.hunks import HunkSet, extract_hunks
 from gate.flows.diff_artifacts import load_written
+from gate.judge.verdict import Outcome
 from gate.report.bisect import render_bisect
 
 RESULT_FILE = "bisect.json"
@@ -82,7 +83,7 @@ def _endpoints_result(state: BisectState, endpoints: StepRecord) -> BisectResult
         outcome, headline = BisectOutcome.NO_REGRESSION, (
             f"NO REGRESSION: bad {state.bad.short} is not slower than good {state.good.short} "
             f"({effect}); nothing to bisect")
-    elif endpoints.outcome is not None and endpoints.outcome.value == "inconclusive":
+    elif endpoints.outcome == Outcome.INCONCLUSIVE:
         outcome, headline = BisectOutcome.INCONCLUSIVE, (
             f"INCONCLUSIVE: bad {state.bad.short} against good {state.good.short} stayed "
             f"undecided ({effect}); raise the step budget or the rounds")
