@@ -25,7 +25,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from gate.core.errors import GateError
-from gate.core.files import load_json_model
+from gate.core.files import load_json_model, write_atomic
 from gate.core.git import resolve_ref, run_git
 from gate.evidence.hunks import Hunk, HunkSet
 from gate.profile.diff import UNIT, FunctionDiff, ProfileDiff
@@ -278,10 +278,7 @@ def untouched(diff: ProfileDiff, seen: set[tuple[str, str]]) -> list[FunctionEvi
 
 
 def save_evidence(evidence: Evidence, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(evidence.model_dump_json(indent=1))
-    tmp.replace(path)
+    write_atomic(path, evidence.model_dump_json(indent=1))
     return path
 
 

@@ -57,7 +57,10 @@ class Figure(_Strict):
 
     @property
     def point(self) -> float:
-        return sum(self.values) / len(self.values) if self.values else float(self.mean)
+        if self.values:
+            return sum(self.values) / len(self.values)
+        assert self.mean is not None  # the model requires values or a mean
+        return float(self.mean)
 
     @property
     def count(self) -> int:
@@ -114,6 +117,7 @@ def model_key(plan: Plan) -> str:
     if plan.server.model:
         return plan.server.model.rstrip("/").split("/")[-1].lower()
     t = plan.server.tiny_model
+    assert t is not None  # a plan names a model folder or a tiny model
     return f"tiny-random-v{t.vocab_size}-h{t.hidden_size}-l{t.num_layers}"
 
 

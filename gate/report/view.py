@@ -125,7 +125,7 @@ def fmt_ratio(ratio: float | None, r: Results, c: int) -> Markup:
         return DASH
     t = r.plan.thresholds
     bound = t.guided_free_tpot_ratio
-    over = bool(bound) and c >= t.ratio_min_concurrency and ratio > bound
+    over = bound is not None and c >= t.ratio_min_concurrency and ratio > bound
     return Markup(f"**{ratio:.2f}×** ⚠️" if over else f"{ratio:.2f}×")
 
 
