@@ -65,6 +65,18 @@ def wait_gone(marker: str, timeout: float = 30.0) -> list[psutil.Process]:
     return server_processes(marker)
 
 
+def group_gone(pgid: int, timeout: float = 30.0) -> bool:
+    """True once no process (zombies included) is left in the process group."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.2)
+    return False
+
+
 def gate_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "gate.cli", *args]
 
