@@ -414,8 +414,8 @@ class RunInput:
 
     def ranked_hunks(self) -> HunkSet | None:
         """The hunks as the report shows them: by measured evidence when there is some."""
-        if self.hunks is None or self.evidence is None:
-            return self.hunks
+        if self.hunks is None:
+            return None
         return apply_evidence(self.hunks, self.evidence)
 
 
