@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 from pydantic import Field
-from scipy import stats as scipy_stats
+from scipy import special
 
 from gate import __version__
 from gate.core.errors import GateError, MeasurementError
@@ -190,7 +190,7 @@ def offset_warnings(profile: NoiseCalibration, alpha: float = 0.01) -> list[str]
         if c.aa_mean is None:
             continue
         t = abs(c.aa_mean) / (c.sigma / math.sqrt(c.pairs))
-        if 2 * scipy_stats.t.sf(t, c.pairs - 1) < each:
+        if 2 * special.stdtr(c.pairs - 1, -t) < each:
             out.append(
                 f"{name}: the two servers differ by {math.expm1(c.aa_mean):+.1%} on average over "
                 f"{c.pairs} A/A rounds (spread {c.sigma:.1%} per round): a systematic server "
