@@ -4,20 +4,6 @@ Nothing in the library imports from this package. `gate.cli.main.COMMANDS` is th
 subcommands; every command module has `add_parser(subparsers)` and `handle(args, settings)`.
 """
 
-from __future__ import annotations
+from gate.cli.main import main
 
-import importlib
-from typing import Any
-
-# Public names and the module of the stage that defines each: imported on first use,
-# so that importing one module of the stage does not import all of them.
-_EXPORTS = {
-    "main": "main",
-}
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__all__ = ["main"]
