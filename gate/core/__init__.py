@@ -10,7 +10,15 @@ from typing import Any
 # Public names and the module of the stage that defines each: imported on first use,
 # so that importing one module of the stage does not import all of them.
 _EXPORTS = {
-    "(": "errors",
+    "EXIT_BAD_INPUT": "errors",
+    "EXIT_ERROR": "errors",
+    "EXIT_FAIL": "errors",
+    "EXIT_INCONCLUSIVE": "errors",
+    "EXIT_INTERRUPTED": "errors",
+    "EXIT_PASS": "errors",
+    "EXIT_TERMINATED": "errors",
+    "GateError": "errors",
+    "MeasurementError": "errors",
     "load_json_model": "files",
     "load_yaml_mapping": "files",
     "load_yaml_model": "files",

@@ -64,6 +64,8 @@ def write_diff(base: BuildProfile, head: BuildProfile, out: Path, settings: Diff
     if hunkset is not None:
         evidence = rank_hunks_by_evidence(hunkset, diff, repo or Path(hunkset.repo))
         diff.artifacts["evidence"] = str(save_evidence(evidence, out / EVIDENCE_FILE))
+    else:  # an evidence.json of an earlier diff in this folder ranks hunks against other data
+        (out / EVIDENCE_FILE).unlink(missing_ok=True)
     write_atomic(out / SECTION_FILE, render_where_time(diff, evidence))
     diff.artifacts["section"] = str(out / SECTION_FILE)
     table = render_table(diff, top)
