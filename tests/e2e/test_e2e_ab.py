@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from support.vllm_helpers import run_gate, small_plan, wait_gone
+from support.cli import gate_subprocess
+from support.vllm_helpers import small_plan, wait_gone
 
 from gate.core.errors import EXIT_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS
 from gate.judge.verdict import Outcome, load_verdict
@@ -50,7 +51,7 @@ def test_the_fixture_slows_the_guided_arm_only(readme_run):
 
 def test_the_head_alone_fails_the_guided_free_bound(readme_run, tmp_path):
     folder, _ = readme_run
-    proc = run_gate("compare", str(folder / "gate-ab" / "head"), "--out",
+    proc = gate_subprocess("compare", str(folder / "gate-ab" / "head"), "--out",
                     str(tmp_path / "head.json"))
     assert proc.returncode == EXIT_FAIL, proc.stdout
     verdict = json.loads((tmp_path / "head.json").read_text())
@@ -65,7 +66,7 @@ def healthy_ab(tiny_model_dir, tmp_path_factory):
     plan, marker = small_plan(tmp, **{"sweep.levels": [8], "sweep.window_s": 3,
                                       "drain.window_s": 3})
     out = tmp / "ab"
-    proc = run_gate("ab", "--plan", str(plan), "--max-rounds", "2", "--profile", "always",
+    proc = gate_subprocess("ab", "--plan", str(plan), "--max-rounds", "2", "--profile", "always",
                     "--out", str(out), timeout=1500)
     assert wait_gone(marker) == []
     return proc, out

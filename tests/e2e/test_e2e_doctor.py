@@ -9,7 +9,8 @@ import time
 import uuid
 
 import pytest
-from support.vllm_helpers import run_gate, wait_gone
+from support.cli import gate_subprocess
+from support.vllm_helpers import wait_gone
 
 from gate.core.errors import EXIT_ERROR
 from gate.measure.server import VllmServer
@@ -46,7 +47,7 @@ def test_doctor_finds_a_taskset_server_oversubscribed(tiny_model_dir, tmp_path):
     try:
         with server:
             pgid = server.proc.pid
-            proc = run_gate("doctor", "--server-pid", str(pgid), "--strict", "--out",
+            proc = gate_subprocess("doctor", "--server-pid", str(pgid), "--strict", "--out",
                             str(tmp_path / "d.json"), timeout=300)
     finally:
         left = wait_gone(marker)

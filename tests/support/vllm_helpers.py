@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -13,7 +10,7 @@ import psutil
 import yaml
 
 from gate.plan.spec import load_plan
-from support.paths import FIXTURES, REPO_ROOT
+from support.paths import FIXTURES
 
 FIXTURE_OVERLAY = FIXTURES / "slow_bitmask"
 
@@ -62,12 +59,3 @@ def wait_gone(marker: str, timeout: float = 30.0) -> list[psutil.Process]:
             return []
         time.sleep(0.5)
     return server_processes(marker)
-
-
-def gate_cmd(*args: str) -> list[str]:
-    return [sys.executable, "-m", "gate.cli", *args]
-
-
-def run_gate(*args: str, timeout: float = 900, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(gate_cmd(*args), capture_output=True, text=True, timeout=timeout,
-                          cwd=REPO_ROOT, env={**os.environ, **(env or {})})
