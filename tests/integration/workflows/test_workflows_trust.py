@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from support.action_runner import PR_EVENT, Runner, ab_inputs, runner_env
+from support.action_runner import TOKEN as ACTION_TOKEN
 from support.cli import gate_subprocess
 from support.fake_github import TOKEN, FakeGitHub
 from support.gitrepo import git, init
@@ -430,23 +431,25 @@ def test_check_head_rejects_a_short_sha(fake):
 
 # == 4. tokens: publish only when commenting, none on command lines, the gate pinned ======
 @pytest.mark.parametrize("comment", ["false", "true"])
-def test_action_passes_the_token_only_to_a_commenting_publish(comment, tmp_path, workspace, fake):
+def test_action_passes_the_token_only_to_a_commenting_publish(comment, tmp_path, workspace):
     """Every `gate` the action runs is logged with whether GITHUB_TOKEN reached it."""
-    shims = tmp_path / "shims"
-    shims.mkdir()
-    log = tmp_path / "gate-calls.log"
-    real = shutil.which("gate", path=str(Path(sys.executable).parent))
-    (shims / "gate").write_text(
-        "#!/usr/bin/env bash\n"
-        f'printf "%s token=%s\\n" "${{1:-}}" "${{GITHUB_TOKEN:+set}}" >> {log}\n'
-        f'exec {real} "$@"\n'
-    )
-    (shims / "gate").chmod(0o755)
-    env = runner_env(tmp_path, fake, "pull_request", PR_EVENT)
-    env["PATH"] = f"{shims}{os.pathsep}{env['PATH']}"
-    env["PYTHONPATH"] = str(REPO_ROOT)
-    inputs = ab_inputs(tmp_path, "healthy", comment=comment)
-    result = Runner(workspace, inputs, env).run()
+    with FakeGitHub() as fake:
+        fake.good_tokens.add(ACTION_TOKEN)
+        shims = tmp_path / "shims"
+        shims.mkdir()
+        log = tmp_path / "gate-calls.log"
+        real = shutil.which("gate", path=str(Path(sys.executable).parent))
+        (shims / "gate").write_text(
+            "#!/usr/bin/env bash\n"
+            f'printf "%s token=%s\\n" "${{1:-}}" "${{GITHUB_TOKEN:+set}}" >> {log}\n'
+            f'exec {real} "$@"\n'
+        )
+        (shims / "gate").chmod(0o755)
+        env = runner_env(tmp_path, fake, "pull_request", PR_EVENT)
+        env["PATH"] = f"{shims}{os.pathsep}{env['PATH']}"
+        env["PYTHONPATH"] = str(REPO_ROOT)
+        inputs = ab_inputs(tmp_path, "healthy", comment=comment)
+        result = Runner(workspace, inputs, env).run()
     assert result.outputs["verdict"] == "pass"
     calls = dict(line.split(" token=") for line in log.read_text().splitlines())
     assert calls.pop("publish") == ("set" if comment == "true" else "")
