@@ -29,7 +29,10 @@ def gate_in_process(*args: Arg) -> subprocess.CompletedProcess[str]:
     argv = [str(a) for a in args]
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(argv)
+        try:
+            code = main(argv)
+        except SystemExit as exc:  # argparse: --help, --version, a usage error
+            code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
     return subprocess.CompletedProcess(["gate", *argv], code, out.getvalue(), err.getvalue())
 
 
