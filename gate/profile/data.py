@@ -34,11 +34,8 @@ _PACKAGE_DIRS = ("/site-packages/", "/dist-packages/")
 _STDLIB = re.compile(r"/lib/python\d+\.\d+/")
 
 _SHM = "vllm/distributed/device_communicators/shm_broadcast.py"
-# Spin-waits. A thread that polls in a loop (os.sched_yield) instead of blocking looks busy to
-# a sampler, and the time it spends so grows with the *other* process's work: vLLM's engine
-# core spins on the shared-memory queue while its worker runs a step, so a slower step shows
-# up there as much as in the function that got slower. A sample whose stack holds one of
-# these frames is counted as waiting, apart from every function.
+# Spin-waits: a sample holding one of these frames is counted as waiting, apart from every
+# function, since its time grows with the other process's work (docs/profile.md#normalisation).
 WAIT_FRAMES = frozenset({
     ("vllm/distributed/utils.py", "sched_yield"),
     (_SHM, "MessageQueue.acquire_read"),

@@ -48,10 +48,8 @@ from gate.profile.data import (
 PROFILE_POLICIES = ("always", "never", "auto")
 WINDOW_OVER = "profile window over"
 SPEEDSCOPE_FILE = "profile.speedscope.json"
-# py-spy's --rate. Measured with benchmarks/profile_overhead.py on the 2-core cpu-smoke server
-# (three processes sampled): 50 Hz cost py-spy 18% of one core and no throughput loss beyond
-# noise (+2%); 100 Hz cost 31% of a core and 8-9% of guided throughput. 50 Hz still gives
-# ~600 samples per busy thread in 5 windows of 2.5 s, plenty for the diff's floors.
+# py-spy's --rate: enough samples for the diff's floors at a few % of a 2-core server's
+# throughput (docs/profile.md#overhead).
 DEFAULT_RATE_HZ = 50
 
 
@@ -295,8 +293,8 @@ class Sampler:
         try:
             self._start(i)
         except PySpyStartTimeout as exc:
-            # A py-spy that hangs before its first sample (seen once in ~30 profiled runs, on
-            # a server under load): stop the window's samplers and start them once more.
+            # A py-spy can hang before its first sample on a loaded server: start the window
+            # again (docs/background.md#py-spy-on-a-loaded-server).
             for run in self._live:
                 run.kill()
             self.log(f"profile window {i + 1}: {exc}; starting py-spy again")

@@ -2,11 +2,10 @@
 and the fix; an `invalidating` one means a measurement taken now would mislead (the verdict
 should be `error` with that fix, not a fail).
 
-The seed case: torch sizes its thread pool from the host's core count and ignores the cgroup
-CPU quota, so on a 172-core node with a 12-CPU quota the per-step bitmask staging ran 14x
-oversubscribed and a 2x slowdown measured 5.4x (docs/background.md). So the doctor checks the
-quota against torch's threads, and, given a running server, what its processes really use:
-their affinity, quota, threads, and what vLLM itself logged about its torch threads.
+The seed case: torch sizes its thread pool from the host's cores, not the cgroup CPU quota
+(docs/background.md#threads-versus-the-cpu-quota). So the doctor checks the quota against
+torch's threads, and, given a running server, what its processes really use: their affinity,
+quota, threads, and what vLLM itself logged about its torch threads.
 
 The checks are pure functions of the facts gate.runner.probes reads; `examine` ties them up.
 """

@@ -1,9 +1,7 @@
 """Environment fingerprint: the hardware, quota, threads and versions a measurement ran under.
 
-It keys baseline matching and yields warnings. The one that matters most: torch sizes its
-thread pool from the host's core count and ignores the cgroup CPU quota, so on a 172-core node
-with a 12-CPU quota the per-step bitmask staging ran 14x oversubscribed
-(docs/background.md#threads-versus-the-cpu-quota).
+It keys baseline matching and yields warnings. The one that matters most: torch's thread
+pool against the cgroup CPU quota (docs/background.md#threads-versus-the-cpu-quota).
 
 cgroup files are read from `cgroup_root` (default /sys/fs/cgroup) so tests can point at
 fixtures of cgroup v1 and v2.

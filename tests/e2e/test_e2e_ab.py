@@ -14,7 +14,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from support.vllm_helpers import FIXTURE_STEP_FRACTION, run_gate, small_plan, wait_gone
+from support.cli import gate_subprocess
+from support.vllm_helpers import FIXTURE_STEP_FRACTION, small_plan, wait_gone
 
 from gate.core.errors import EXIT_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS
 from gate.judge.verdict import Outcome, load_verdict
@@ -60,7 +61,7 @@ def test_the_head_alone_fails_a_guided_free_bound_set_from_the_base(readme_run, 
     base = load_results(folder / "gate-ab" / "base")
     healthy = [r.tpot_p50_ratio for r in base.ratios if r.concurrency == 8 and r.tpot_p50_ratio]
     bound = sum(healthy) / len(healthy) * (1 + FIXTURE_STEP_FRACTION / 2)
-    proc = run_gate("compare", str(folder / "gate-ab" / "head"), "--out",
+    proc = gate_subprocess("compare", str(folder / "gate-ab" / "head"), "--out",
                     str(tmp_path / "head.json"), "--threshold",
                     f"guided_free_tpot_ratio={bound:.3f}")
     assert proc.returncode == EXIT_FAIL, proc.stdout
@@ -76,7 +77,7 @@ def healthy_ab(tiny_model_dir, tmp_path_factory):
     plan, marker = small_plan(tmp, **{"sweep.levels": [8], "sweep.window_s": 3,
                                       "drain.window_s": 3})
     out = tmp / "ab"
-    proc = run_gate("ab", "--plan", str(plan), "--max-rounds", "2", "--profile", "always",
+    proc = gate_subprocess("ab", "--plan", str(plan), "--max-rounds", "2", "--profile", "always",
                     "--out", str(out), timeout=1500)
     assert wait_gone(marker) == []
     return proc, out

@@ -4,7 +4,7 @@ server's processes from /proc and finds its torch pool oversubscribed."""
 from __future__ import annotations
 
 import pytest
-from support.vllm_helpers import run_gate
+from support.cli import gate_subprocess
 
 from gate.core.errors import EXIT_ERROR
 from gate.runner.doctor import DoctorReport, Severity
@@ -15,7 +15,7 @@ def test_doctor_finds_a_taskset_server_oversubscribed(shared_server, tmp_path):
     """The shared server runs pinned to CPU 0 with OMP_NUM_THREADS=4 (tests/conftest.py): its
     engine core keeps a torch pool of 2 (torch caps the variable at the host's cores) on one
     CPU."""
-    proc = run_gate("doctor", "--server-pid", str(shared_server.pid), "--strict", "--out",
+    proc = gate_subprocess("doctor", "--server-pid", str(shared_server.pid), "--strict", "--out",
                     str(tmp_path / "d.json"), timeout=300)
     print(proc.stdout)
     assert proc.returncode == EXIT_ERROR, proc.stdout + proc.stderr

@@ -10,10 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
+from support.cli import gate_command, gate_env, gate_in_process, gate_subprocess
 from support.paths import REPO_ROOT
-from support.vllm_helpers import gate_cmd, run_gate, server_processes, small_plan, wait_gone
+from support.vllm_helpers import server_processes, small_plan, wait_gone
 
-from gate import cli
 from gate.core.errors import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_PASS
 from gate.measure.results import CellKey, load_results
 from gate.plan import workload
@@ -77,7 +77,7 @@ def test_records_are_complete_and_guided_outputs_valid(readme_run):
             assert r.json_valid is None and r.finish_reason == "length"
 
 
-def test_summaries_are_sane(readme_run):
+def test_every_cell_completed_and_its_figures_agree_with_each_other(readme_run):
     _, out = readme_gate_run(readme_run)
     results = load_results(out / "results.json")
     plan = results.plan
@@ -102,7 +102,7 @@ def test_exports_match_the_results(readme_run, tmp_path):
     results = load_results(out / "results.json")
     cell = results.cell(CellKey("sweep", "guided", 4))
     dst = tmp_path / "bench.json"
-    proc = run_gate("export", str(out), "--format", "vllm-bench", "--cell", "sweep guided c=4",
+    proc = gate_subprocess("export", str(out), "--format", "vllm-bench", "--cell", "sweep guided c=4",
                     "--out", str(dst))
     assert proc.returncode == 0, proc.stderr
     bench = json.loads(dst.read_text())
@@ -111,15 +111,15 @@ def test_exports_match_the_results(readme_run, tmp_path):
     assert bench["p99_itl_ms"] == pytest.approx(cell.itl_ms.p99)
     assert bench["output_throughput"] == pytest.approx(cell.output_throughput)
     dst2 = tmp_path / "ba.json"
-    assert run_gate("export", str(out), "--format", "benchmark-action", "--out", str(dst2)).returncode == 0
+    assert gate_subprocess("export", str(out), "--format", "benchmark-action", "--out", str(dst2)).returncode == 0
     entries = {e["name"]: e for e in json.loads(dst2.read_text())}
     drain = results.cell(CellKey("drain", "guided", results.plan.drain.concurrency))
     assert entries[f"{drain.key.label} requests per minute"]["value"] == pytest.approx(
         drain.requests_per_min, rel=1e-3)
-    bad = run_gate("export", str(out), "--format", "vllm-bench", "--cell", "sweep free c=99",
+    bad = gate_subprocess("export", str(out), "--format", "vllm-bench", "--cell", "sweep free c=99",
                    "--out", str(dst))
     assert bad.returncode == EXIT_BAD_INPUT and "no cell 'sweep free c=99'" in bad.stderr
-    worse = run_gate("export", str(out), "--format", "vllm-bench", "--cell", "c4-free",
+    worse = gate_subprocess("export", str(out), "--format", "vllm-bench", "--cell", "c4-free",
                      "--out", str(dst))
     assert worse.returncode == EXIT_BAD_INPUT and "not a cell label" in worse.stderr
 
@@ -130,7 +130,7 @@ def test_measure_running_server_with_structured_outputs_field(shared_server, tmp
     plan, _ = small_plan(tmp_path, **{"workload.schema_transport": "structured_outputs",
                                       "workload.schema_variants": "unique",
                                       "drain.requests": 16, "sweep.levels": [2]})
-    proc = run_gate("run", "--plan", str(plan), "--base-url", shared_server.base_url,
+    proc = gate_subprocess("run", "--plan", str(plan), "--base-url", shared_server.base_url,
                     "--out", str(tmp_path / "out"))
     assert proc.returncode == EXIT_PASS, proc.stderr[-2000:]
     results = load_results(tmp_path / "out")
@@ -155,9 +155,9 @@ def test_unconstrained_server_output_is_an_error_not_a_pass(shared_server, tmp_p
         return body
 
     monkeypatch.setattr(workload, "request_body", ignored_field)
-    code = cli.main(["run", "--plan", str(plan), "--base-url", shared_server.base_url,
-                     "--out", str(tmp_path / "out"), "--quiet"])
-    assert code == EXIT_ERROR
+    proc = gate_in_process("run", "--plan", plan, "--base-url", shared_server.base_url,
+                           "--out", tmp_path / "out", "--quiet")
+    assert proc.returncode == EXIT_ERROR, proc.stderr
     results = load_results(tmp_path / "out")
     assert results.status == "error"
     assert any("do not follow the schema" in e for e in results.errors), results.errors
@@ -170,7 +170,7 @@ def test_corrupt_weights_kill_the_server_with_its_log_tail(tmp_path, tiny_model_
         (folder / name).write_bytes((Path(tiny_model_dir) / name).read_bytes())
     (folder / "model.safetensors").write_bytes(b"\x00" * 1024)
     plan, marker = small_plan(tmp_path, **{"server.model": str(folder)})
-    proc = run_gate("run", "--plan", str(plan), "--out", str(tmp_path / "out"))
+    proc = gate_subprocess("run", "--plan", str(plan), "--out", str(tmp_path / "out"))
     assert proc.returncode == EXIT_ERROR
     out = proc.stdout + proc.stderr
     assert "before it became healthy; last lines of" in out
@@ -180,9 +180,9 @@ def test_corrupt_weights_kill_the_server_with_its_log_tail(tmp_path, tiny_model_
 
 
 def _start_gate(tmp_path, plan) -> subprocess.Popen:
-    return subprocess.Popen(gate_cmd("run", "--plan", str(plan), "--out", str(tmp_path / "out")),
+    return subprocess.Popen(gate_command("run", "--plan", str(plan), "--out", str(tmp_path / "out")),
                             cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ})
+                            env=gate_env())
 
 
 def _wait_for_line(proc: subprocess.Popen, needle: str, timeout: float) -> list[str]:

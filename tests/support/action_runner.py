@@ -23,11 +23,10 @@ import yaml
 
 from gate.measure.results import save_results
 from support.factories import drain_results
-from support.fake_github import FakeGitHub
+from support.fake_github import TOKEN, FakeGitHub
 from support.gitrepo import commit, git, init
 from support.paths import REPO_ROOT
 
-TOKEN = "ghs_ActionTestToken_987654321"
 EXPR = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
 
 

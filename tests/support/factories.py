@@ -18,6 +18,7 @@ from gate.measure.results import (
     RequestRecord,
     Results,
     ServerInfo,
+    save_results,
 )
 from gate.plan.spec import DrainSpec, Plan, ServerSpec, SweepSpec, load_plan, parse_plan
 from gate.report.render import outcome_tag
@@ -193,6 +194,13 @@ def summarized_results() -> Results:
 def results_json(r: Results) -> str:
     """results.json text as gate run writes it."""
     return r.model_dump_json(indent=1)
+
+
+def results_folder(folder: Path, results: Results) -> Path:
+    """`folder` holding `results` as results.json, the way `gate run --out folder` leaves it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    save_results(results, folder / "results.json")
+    return folder
 
 
 # -- verdicts -------------------------------------------------------------------------------

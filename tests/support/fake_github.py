@@ -43,6 +43,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 GITHUB_ACTIONS = "github-actions[bot]"
+TOKEN = "ghs_FakeGitHubJobToken_0123456789"  # a job's GITHUB_TOKEN; the `fake` fixture accepts it
 MAX_BODY = 65_536
 RATE_LIMIT = 5000
 INTEGRATION_403 = "Resource not accessible by integration"
@@ -149,6 +150,11 @@ class FakeGitHub:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    def job_env(self, token: str = TOKEN) -> dict[str, str]:
+        """The variables a job's `gate` reads to reach this server as `token`."""
+        return {"GITHUB_API_URL": self.url, "GITHUB_REPOSITORY": self.repository,
+                "GITHUB_TOKEN": token}
 
     def fail_next(
         self,

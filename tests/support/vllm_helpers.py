@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -14,7 +12,7 @@ import psutil
 import yaml
 
 from gate.plan.spec import load_plan
-from support.paths import FIXTURES, REPO_ROOT
+from support.paths import FIXTURES
 
 FIXTURE_OVERLAY = FIXTURES / "slow_bitmask"
 
@@ -75,15 +73,6 @@ def group_gone(pgid: int, timeout: float = 30.0) -> bool:
             return True
         time.sleep(0.2)
     return False
-
-
-def gate_cmd(*args: str) -> list[str]:
-    return [sys.executable, "-m", "gate.cli", *args]
-
-
-def run_gate(*args: str, timeout: float = 900, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(gate_cmd(*args), capture_output=True, text=True, timeout=timeout,
-                          cwd=REPO_ROOT, env={**os.environ, **(env or {})})
 
 
 # The slow_bitmask fixture's default: every guided engine step burns this fraction of its own

@@ -18,17 +18,6 @@ from gate.github.client import (
 )
 
 
-@pytest.fixture
-def clock():
-    return FakeClock()
-
-
-@pytest.fixture
-def fake(clock):
-    with FakeGitHub(clock=clock.now) as server:
-        yield server
-
-
 def client(fake: FakeGitHub, clock: FakeClock, token: str = "good-token", **kw) -> GitHubClient:
     return GitHubClient(fake.url, fake.repository, token, sleep=clock.sleep, now=clock.now, **kw)
 
@@ -88,7 +77,7 @@ def test_every_answer_carries_rate_limit_headers(fake, clock):
     assert bad.status_code == 401 and "x-ratelimit-remaining" in bad.headers
 
 
-def test_authenticated_login(fake, clock):
+def test_authenticated_login_names_a_personal_token_and_none_for_an_installation(fake, clock):
     assert client(fake, clock).authenticated_login() is None  # installation token: 403
     fake.user_tokens["pat"] = "octocat"
     assert client(fake, clock, token="pat").authenticated_login() == "octocat"

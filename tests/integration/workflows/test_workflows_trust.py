@@ -17,9 +17,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.action_runner import PR_EVENT, Runner, ab_inputs, action_workspace, runner_env
+from support.action_runner import PR_EVENT, Runner, ab_inputs, runner_env
 from support.action_runner import TOKEN as ACTION_TOKEN
-from support.fake_github import FakeGitHub
+from support.cli import gate_subprocess
+from support.fake_github import TOKEN, FakeGitHub
 from support.gitrepo import git, init
 from support.paths import REPO_ROOT
 from support.workflows import (
@@ -34,7 +35,6 @@ from support.workflows import (
 )
 
 EXPR = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
-TOKEN = "ghs_TrustTestToken_0123456789"
 REPO = "octo/vllm"
 FORK = "mallory/vllm"
 SHA_A = "a" * 40
@@ -140,27 +140,6 @@ def pr_event(
     if label is not None:
         event["label"] = {"name": label}
     return event
-
-
-@pytest.fixture
-def fake():
-    with FakeGitHub(REPO) as server:
-        server.good_tokens.add(TOKEN)
-        yield server
-
-
-def gate_cli(*args: str, fake: FakeGitHub, token: str = TOKEN) -> subprocess.CompletedProcess:
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(REPO_ROOT),
-        "GITHUB_API_URL": fake.url,
-        "GITHUB_REPOSITORY": REPO,
-        "GITHUB_TOKEN": token,
-    }
-    env.pop("GITHUB_EVENT_PATH", None)
-    return subprocess.run(
-        [sys.executable, "-m", "gate.cli", *args], env=env, capture_output=True, text=True
-    )
 
 
 # == 2. approval per commit ===============================================================
@@ -284,16 +263,16 @@ def test_a_push_after_approval_runs_nothing_until_labelled_again(workflow, fake,
 
 def test_revoke_label_tolerates_a_label_already_gone(fake):
     fake.labels[7] = ["documentation"]
-    proc = gate_cli("trust", "revoke-label", "--pr", "7", "--label", LABEL, fake=fake)
+    proc = gate_subprocess("trust", "revoke-label", "--pr", "7", "--label", LABEL,
+                           env=fake.job_env())
     assert proc.returncode == 0, proc.stderr
     assert "was not on the PR" in proc.stdout
 
 
 def test_revoke_label_fails_without_permission(fake):
     fake.labels[7] = [LABEL]
-    proc = gate_cli(
-        "trust", "revoke-label", "--pr", "7", "--label", LABEL, fake=fake, token="fork-token"
-    )
+    proc = gate_subprocess("trust", "revoke-label", "--pr", "7", "--label", LABEL,
+                           env=fake.job_env("fork-token"))
     assert proc.returncode == 4
     assert proc.stderr.startswith("gate: error: ") and "Traceback" not in proc.stderr
     assert fake.labels[7] == [LABEL]
@@ -351,10 +330,10 @@ def test_fork_run_stops_when_the_environment_has_no_reviewers(workflow, fake, tm
     ],
     ids=["reviewers", "empty-reviewers", "no-rules", "missing", "malformed"],
 )
-def test_check_environment(answer, code, message, fake):
+def test_check_environment_passes_only_with_required_reviewers(answer, code, message, fake):
     if answer is not None:
         fake.environments["perf-gate-fork"] = answer
-    proc = gate_cli("trust", "check-environment", "perf-gate-fork", fake=fake)
+    proc = gate_subprocess("trust", "check-environment", "perf-gate-fork", env=fake.job_env())
     assert proc.returncode == code, proc.stdout + proc.stderr
     assert message in proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
@@ -363,7 +342,7 @@ def test_check_environment(answer, code, message, fake):
 def test_check_environment_fails_closed_when_it_cannot_tell(fake):
     fake.environments["perf-gate-fork"] = environment(REVIEWERS_RULE)
     fake.fail_next(403, message="Resource not accessible by integration")
-    proc = gate_cli("trust", "check-environment", "perf-gate-fork", fake=fake)
+    proc = gate_subprocess("trust", "check-environment", "perf-gate-fork", env=fake.job_env())
     assert proc.returncode == 4
     assert "actions: read" in proc.stderr and "Failing closed" in proc.stderr
 
@@ -371,7 +350,7 @@ def test_check_environment_fails_closed_when_it_cannot_tell(fake):
 def test_check_environment_warns_about_self_review_and_admin_bypass(fake):
     rule = dict(REVIEWERS_RULE, prevent_self_review=False)
     fake.environments["perf-gate-fork"] = environment(rule, bypass=True)
-    proc = gate_cli("trust", "check-environment", "perf-gate-fork", fake=fake)
+    proc = gate_subprocess("trust", "check-environment", "perf-gate-fork", env=fake.job_env())
     assert proc.returncode == 0
     assert "Prevent self-review" in proc.stderr and "bypass" in proc.stderr
 
@@ -443,18 +422,14 @@ def test_rerun_inputs_are_checked(sha, pr, code, tmp_path):
 
 
 def test_check_head_rejects_a_short_sha(fake):
-    proc = gate_cli("trust", "check-head", "--pr", "7", "--sha", "abc123", fake=fake)
+    proc = gate_subprocess("trust", "check-head", "--pr", "7", "--sha", "abc123",
+                           env=fake.job_env())
     assert proc.returncode == 2
     assert "not a full 40-character" in proc.stderr
     assert not fake.requests
 
 
 # == 4. tokens: publish only when commenting, none on command lines, the gate pinned ======
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    return action_workspace(tmp_path)
-
-
 @pytest.mark.parametrize("comment", ["false", "true"])
 def test_action_passes_the_token_only_to_a_commenting_publish(comment, tmp_path, workspace):
     """Every `gate` the action runs is logged with whether GITHUB_TOKEN reached it."""

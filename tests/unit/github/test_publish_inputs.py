@@ -10,9 +10,9 @@ import re
 import pytest
 from support import factories as f
 from support.action_runner import read_outputs
+from support.cli import gate_in_process
 from support.fake_github import GITHUB_ACTIONS
 
-from gate.cli import main
 from gate.core.errors import GateError
 from gate.core.settings import Settings
 from gate.evidence.hunks import Hunk, HunkSet
@@ -46,7 +46,7 @@ def test_outputs_are_multiline_safe(tmp_path):
     assert read_outputs(path) == {"a": "line1\nline2", "b": "x"}
 
 
-def test_annotation_escaping():
+def test_annotation_data_and_properties_are_escaped_so_nothing_is_a_command():
     assert escape_data("50%\r\nnext") == "50%25%0D%0Anext"
     assert escape_property("a:b,c%\n") == "a%3Ab%2Cc%25%0A"
     hunks = HunkSet(repo="r", base="b", head="h", merge_base="m", watch=[], hunks=[
@@ -96,10 +96,11 @@ def test_comment_file_rejects_bad_marker_and_labels(tmp_path):
         load_comment_file(path)
 
 
-def test_publish_cli_needs_one_kind_of_input(tmp_path, capsys):
-    assert main(["publish"]) == 2
-    assert "needs --verdict (one run) or --combine" in capsys.readouterr().err
-    assert main(["publish", "--max-wait", "-1", "--verdict", "v.json"]) == 2
+def test_publish_cli_needs_one_kind_of_input(tmp_path):
+    proc = gate_in_process("publish")
+    assert proc.returncode == 2
+    assert "needs --verdict (one run) or --combine" in proc.stderr
+    assert gate_in_process("publish", "--max-wait", "-1", "--verdict", "v.json").returncode == 2
 
 
 def test_settings_read_pr_from_events(tmp_path):
@@ -124,4 +125,5 @@ def test_settings_read_pr_from_events(tmp_path):
 
 def test_combine_rejects_a_label_count_mismatch(tmp_path):
     path = f.comment_file(tmp_path)
-    assert main(["publish", "--combine", str(path), "--label", "a", "--label", "b"]) == 2
+    proc = gate_in_process("publish", "--combine", path, "--label", "a", "--label", "b")
+    assert proc.returncode == 2 and "one --label per --combine file" in proc.stderr
