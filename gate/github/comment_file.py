@@ -21,7 +21,7 @@ from gate.evidence.attribution import Evidence
 from gate.evidence.hunks import HunkSet
 from gate.judge.verdict import SEVERITY, Outcome, Verdict
 from gate.measure.results import Results
-from gate.profile.diff import ProfileDiff
+from gate.profile.diff_file import ProfileDiff
 from gate.report.view import RunInput
 
 COMMENT_FILE_VERSION = 2

@@ -41,7 +41,7 @@ from gate.github.client import (
     GitHubWriteUnknown,
 )
 from gate.github.comment_file import CommentFile, CommentRun, load_comment_file, slim, worst_verdict
-from gate.github.workflow_commands import workflow_command
+from gate.github.workflow_commands import escape_data, format_command, workflow_command
 from gate.judge.verdict import Outcome, Verdict
 from gate.report.render import (
     GITHUB_COMMENT_LIMIT,
@@ -167,14 +167,6 @@ def write_outputs(path: Path | None, values: dict[str, str]) -> None:
             fh.write(f"{name}<<{delimiter}\n{value}\n{delimiter}\n")
 
 
-def escape_data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
-def escape_property(text: str) -> str:
-    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
-
-
 def annotatable(hunks: list[Hunk]) -> list[Hunk]:
     """The hunks in the report's order (gate.evidence.attribution.apply_evidence: measured
     evidence first, then by score), less deletions, which have no head line to mark."""
@@ -202,8 +194,7 @@ def hunk_annotations(
             "endLine": str(end),
             "title": title,
         }
-        rendered = ",".join(f"{k}={escape_property(v)}" for k, v in props.items())
-        lines.append(f"::warning {rendered}::{escape_data(message)}")
+        lines.append(format_command("warning", message, **props))
     return lines
 
 
