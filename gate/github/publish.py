@@ -293,9 +293,10 @@ def post_comment_file(
     err: TextIO | None = None,
 ) -> int:
     """The comment-poster workflow's half. The file came from a run of PR code: it is
-    validated field by field, the PR number checked against the PR whose head commit the
-    triggering run measured (`expect_head_sha`), and the comment rendered here from the
-    verdict, results and hunks, exactly as `gate publish` renders it."""
+    validated field by field, its PR number and marker id must be the workflow's own (`pr`,
+    settings.marker_id), the PR's head must be the commit the triggering run measured
+    (`expect_head_sha`), and the comment is rendered here from the verdict, results and hunks,
+    exactly as `gate publish` renders it."""
     err = err or sys.stderr
     handover = load_comment_file(path)
     number = pr if pr is not None else handover.pr
@@ -303,6 +304,11 @@ def post_comment_file(
         raise GateError(f"{path} names no pull request and --pr was not given")
     if handover.pr is not None and pr is not None and handover.pr != pr:
         raise GateError(f"{path} is for PR #{handover.pr}, not #{pr}")
+    if handover.marker_id != settings.marker_id:
+        raise GateError(
+            f"{path} is for the comment {handover.marker_id!r}, not this workflow's "
+            f"{settings.marker_id!r} (--marker-id): refusing to post"
+        )
     if settings.github_token is None or not settings.repository:
         raise GateError("posting a comment file needs GITHUB_TOKEN and GITHUB_REPOSITORY")
     client = client_factory(settings)
@@ -313,9 +319,9 @@ def post_comment_file(
                 f"PR #{number}'s head is {head}, not the measured commit {expect_head_sha}: "
                 "refusing to post"
             )
-    body = render_comment([r.run_input() for r in handover.runs], handover.marker_id)
+    body = render_comment([r.run_input() for r in handover.runs], settings.marker_id)
     identity = identify(client, bot_login)
-    posted = post_sticky(client, number, body, handover.marker_id, handover.outcome.value,
+    posted = post_sticky(client, number, body, settings.marker_id, handover.outcome.value,
                          identity)
     _check_author(posted, identity, err)
     print(f"gate publish: comment {posted.action} on PR #{number} ({posted.url})", file=err)
