@@ -206,7 +206,7 @@ def _user_name(uid: int) -> str:
 def stale_cache_problems(dirs: Iterable[Path]) -> list[str]:
     """A compile cache already there is a channel from an earlier job: refuse it."""
     return [f"a compile cache from before this job is at {d}: the runner is not fresh"
-            for d in dirs if d.is_dir() and any(d.iterdir())]
+            for d in dirs if d.is_dir() and any(not p.is_dir() for p in d.rglob("*"))]
 
 
 @dataclass
