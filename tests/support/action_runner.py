@@ -88,8 +88,10 @@ def parse_output_file(text: str) -> dict[str, str]:
 
 
 def read_outputs(path: Path) -> dict[str, str]:
-    """A GITHUB_OUTPUT file, as the runner reads it after the step."""
-    return parse_output_file(path.read_text())
+    """A GITHUB_OUTPUT file, as the runner reads it after the step: a CR inside a value stays
+    a CR (no newline translation)."""
+    with path.open(encoding="utf-8", newline="") as fh:
+        return parse_output_file(fh.read())
 
 
 class Runner:
