@@ -72,8 +72,11 @@ def md_inline(text: str, limit: int = 300) -> str:
 
 
 def html_text(text: str, limit: int = 200) -> str:
-    """Untrusted text inside an HTML element such as <summary> or <code>."""
-    return neutralize(html.escape(one_line(text, limit), quote=True))
+    """Untrusted text inside an HTML element such as <summary> or <code>. Brackets become
+    character references: inside a paragraph GitHub still reads markdown between inline tags,
+    and `[text](url)` there would be a link."""
+    escaped = html.escape(one_line(text, limit), quote=True)
+    return neutralize(escaped.replace("[", "&#91;").replace("]", "&#93;"))
 
 
 def fence_for(body: str) -> str:
