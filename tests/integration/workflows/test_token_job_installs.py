@@ -125,7 +125,8 @@ def test_the_matrix_is_combined_with_only_the_poster_lock(tmp_path):
 )
 def test_the_trust_checks_run_with_only_the_poster_lock(argv, fake):
     fake.environments["perf-gate-fork"] = {"name": "perf-gate-fork", "protection_rules": [
-        {"id": 1, "type": "required_reviewers", "reviewers": [{"type": "User"}]}]}
+        {"id": 1, "type": "required_reviewers", "prevent_self_review": True,
+         "reviewers": [{"type": "User"}]}]}
     fake.add_review(7, "maintainer", "APPROVED", SHA_A)
     fake.pulls[7] = {"number": 7, "head": {"sha": SHA_A}}
     fake.labels[7] = ["run-perf-gate"]

@@ -258,12 +258,15 @@ def test_check_environment_fails_closed_when_it_cannot_tell(fake):
     assert "actions: read" in proc.stderr and "Failing closed" in proc.stderr
 
 
-def test_check_environment_warns_about_self_review_and_admin_bypass(fake):
-    rule = dict(REVIEWERS_RULE, prevent_self_review=False)
-    fake.environments["perf-gate-fork"] = environment(rule, bypass=True)
+def test_check_environment_refuses_self_review_and_warns_about_admin_bypass(fake):
+    """One person must not both label (or dispatch) and approve a run: self-review refused."""
+    fake.environments["perf-gate-fork"] = environment(
+        dict(REVIEWERS_RULE, prevent_self_review=False))
     proc = gate_cli("trust", "check-environment", "perf-gate-fork", fake=fake)
-    assert proc.returncode == 0
-    assert "Prevent self-review" in proc.stderr and "bypass" in proc.stderr
+    assert proc.returncode == 1 and "Prevent self-review" in proc.stderr
+    fake.environments["perf-gate-fork"] = environment(REVIEWERS_RULE, bypass=True)
+    proc = gate_cli("trust", "check-environment", "perf-gate-fork", fake=fake)
+    assert proc.returncode == 0 and "bypass" in proc.stderr
 
 
 @pytest.mark.parametrize(
