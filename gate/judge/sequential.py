@@ -34,6 +34,7 @@ from functools import lru_cache
 from typing import Literal, NamedTuple
 
 import numpy as np
+
 # scipy.special, not scipy.stats: the same t and F functions at a fifth of the import time,
 # which every `gate` command pays (gate/cli imports the judge).
 from scipy import special
