@@ -14,7 +14,7 @@ from gate.judge.compare import compare_results
 from gate.judge.noise import noise_for
 from gate.judge.verdict import save_verdict
 from gate.plan.spec import apply_overrides, load_plan
-from gate.profile.diff import DiffSettings
+from gate.profile.diff_file import DiffSettings
 from gate.profile.sampling import DEFAULT_RATE_HZ, PROFILE_POLICIES, SamplingOptions
 from gate.report import terminal
 

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from gate.core.errors import GateError
 from gate.core.files import invalid
-from gate.profile.diff import DiffSettings
+from gate.profile.diff_file import DiffSettings
 
 
 class Terminated(BaseException):

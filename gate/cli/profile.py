@@ -15,10 +15,7 @@ from gate.evidence.hunks import load_hunks
 from gate.flows.diff_artifacts import write_diff
 from gate.plan.spec import load_plan
 from gate.profile.data import load_build_profile
-from gate.profile.diff import (
-    PROFILE_DIFF_FILE,
-    DiffSettings,
-)
+from gate.profile.diff_file import PROFILE_DIFF_FILE, DiffSettings
 from gate.profile.sampling import DEFAULT_RATE_HZ, SPEEDSCOPE_FILE, SamplingOptions
 from gate.profile.traffic import profile_server
 

@@ -11,7 +11,6 @@ from pathlib import Path
 from gate.core.errors import GateError
 from gate.core.settings import Settings, check_marker_id
 from gate.evidence.hunks import load_hunks
-from gate.flows.diff_artifacts import load_written
 from gate.github.client import DEFAULT_MAX_WAIT_S
 from gate.github.comment_file import CommentRun, combine
 from gate.github.publish import PublishOptions, default_client, post_comment_file, publish
@@ -83,7 +82,12 @@ def settings_from_args(args: argparse.Namespace, settings: Settings) -> Settings
 def single_run(args: argparse.Namespace) -> CommentRun:
     if args.base and not args.head:
         raise GateError("--base needs --head")
-    profile_diff, evidence = load_written(args.profile_diff) if args.profile_diff else (None, None)
+    profile_diff, evidence = None, None
+    if args.profile_diff:
+        # Imported here: the poster's hash-pinned set has no numpy (docs/action.md)
+        from gate.flows.diff_artifacts import load_written
+
+        profile_diff, evidence = load_written(args.profile_diff)
     return CommentRun(
         verdict=load_verdict(args.verdict),
         head=load_results(args.head) if args.head else None,

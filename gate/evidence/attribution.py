@@ -28,7 +28,7 @@ from gate.core.errors import GateError
 from gate.core.files import load_json_model, write_atomic
 from gate.core.git import resolve_ref, run_git
 from gate.evidence.hunks import Hunk, HunkSet, rank
-from gate.profile.diff import UNIT, FunctionDiff, ProfileDiff
+from gate.profile.diff_file import UNIT, FunctionDiff, ProfileDiff
 
 EVIDENCE_SCHEMA_VERSION = 1
 EVIDENCE_FILE = "evidence.json"

@@ -32,7 +32,7 @@ from gate.judge.verdict import Outcome, Verdict
 from gate.measure.measured_build import Launch, MeasuredBuild, cells_for_repeat, open_measured_build
 from gate.measure.results import Results, ServerInfo, save_results
 from gate.plan.spec import Plan
-from gate.profile.diff import DiffSettings, ProfileDiff
+from gate.profile.diff_file import DiffSettings, ProfileDiff
 from gate.profile.sampling import SamplingOptions, should_profile
 from gate.profile.traffic import profile_server
 from gate.runner.doctor import DoctorReport

@@ -21,13 +21,12 @@ from gate.evidence.attribution import (
 from gate.evidence.hunks import HunkSet
 from gate.profile import flamegraph
 from gate.profile.data import BuildProfile
-from gate.profile.diff import (
+from gate.profile.diff import diff_profiles, render_table
+from gate.profile.diff_file import (
     PROFILE_DIFF_FILE,
     DiffSettings,
     ProfileDiff,
-    diff_profiles,
     load_profile_diff,
-    render_table,
     save_profile_diff,
 )
 from gate.profile.sampling import SPEEDSCOPE_FILE

@@ -41,7 +41,7 @@ from gate.github.client import (
     GitHubWriteUnknown,
 )
 from gate.github.comment_file import CommentFile, CommentRun, load_comment_file, slim, worst_verdict
-from gate.github.workflow_commands import workflow_command
+from gate.github.workflow_commands import escape_data, format_command, workflow_command
 from gate.judge.verdict import Outcome, Verdict
 from gate.report.render import (
     GITHUB_COMMENT_LIMIT,
@@ -167,14 +167,6 @@ def write_outputs(path: Path | None, values: dict[str, str]) -> None:
             fh.write(f"{name}<<{delimiter}\n{value}\n{delimiter}\n")
 
 
-def escape_data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
-def escape_property(text: str) -> str:
-    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
-
-
 def annotatable(hunks: list[Hunk]) -> list[Hunk]:
     """The hunks in the report's order (gate.evidence.attribution.apply_evidence: measured
     evidence first, then by score), less deletions, which have no head line to mark."""
@@ -202,8 +194,7 @@ def hunk_annotations(
             "endLine": str(end),
             "title": title,
         }
-        rendered = ",".join(f"{k}={escape_property(v)}" for k, v in props.items())
-        lines.append(f"::warning {rendered}::{escape_data(message)}")
+        lines.append(format_command("warning", message, **props))
     return lines
 
 
@@ -302,9 +293,10 @@ def post_comment_file(
     err: TextIO | None = None,
 ) -> int:
     """The comment-poster workflow's half. The file came from a run of PR code: it is
-    validated field by field, the PR number checked against the PR whose head commit the
-    triggering run measured (`expect_head_sha`), and the comment rendered here from the
-    verdict, results and hunks, exactly as `gate publish` renders it."""
+    validated field by field, its PR number and marker id must be the workflow's own (`pr`,
+    settings.marker_id), the PR's head must be the commit the triggering run measured
+    (`expect_head_sha`), and the comment is rendered here from the verdict, results and hunks,
+    exactly as `gate publish` renders it."""
     err = err or sys.stderr
     handover = load_comment_file(path)
     number = pr if pr is not None else handover.pr
@@ -312,6 +304,11 @@ def post_comment_file(
         raise GateError(f"{path} names no pull request and --pr was not given")
     if handover.pr is not None and pr is not None and handover.pr != pr:
         raise GateError(f"{path} is for PR #{handover.pr}, not #{pr}")
+    if handover.marker_id != settings.marker_id:
+        raise GateError(
+            f"{path} is for the comment {handover.marker_id!r}, not this workflow's "
+            f"{settings.marker_id!r} (--marker-id): refusing to post"
+        )
     if settings.github_token is None or not settings.repository:
         raise GateError("posting a comment file needs GITHUB_TOKEN and GITHUB_REPOSITORY")
     client = client_factory(settings)
@@ -322,9 +319,9 @@ def post_comment_file(
                 f"PR #{number}'s head is {head}, not the measured commit {expect_head_sha}: "
                 "refusing to post"
             )
-    body = render_comment([r.run_input() for r in handover.runs], handover.marker_id)
+    body = render_comment([r.run_input() for r in handover.runs], settings.marker_id)
     identity = identify(client, bot_login)
-    posted = post_sticky(client, number, body, handover.marker_id, handover.outcome.value,
+    posted = post_sticky(client, number, body, settings.marker_id, handover.outcome.value,
                          identity)
     _check_author(posted, identity, err)
     print(f"gate publish: comment {posted.action} on PR #{number} ({posted.url})", file=err)

@@ -12,8 +12,8 @@ from typing import Any
 _EXPORTS = {
     "BuildProfile": "data",
     "load_build_profile": "data",
-    "DiffSettings": "diff",
-    "ProfileDiff": "diff",
+    "DiffSettings": "diff_file",
+    "ProfileDiff": "diff_file",
     "SamplingOptions": "sampling",
     "profile_server": "traffic",
 }

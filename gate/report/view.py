@@ -19,7 +19,7 @@ from gate.evidence.attribution import Evidence, apply_evidence
 from gate.evidence.hunks import Hunk, HunkSet
 from gate.judge.verdict import Check, Outcome, Verdict
 from gate.measure.results import Results
-from gate.profile.diff import ProfileDiff
+from gate.profile.diff_file import ProfileDiff
 from gate.report.chart import mermaid_chart
 from gate.report.where_time import render_where_time
 from gate.runner.fingerprint import Fingerprint, warnings_for

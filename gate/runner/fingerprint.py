@@ -19,6 +19,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from gate.core.child_env import code_under_test_env
+
 
 class GpuInfo(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -147,7 +149,8 @@ print(json.dumps(out))
 def probe_interpreter(python: str, env: dict[str, str]) -> dict:
     try:
         proc = subprocess.run(
-            [python, "-c", _PROBE], capture_output=True, text=True, env=env, timeout=120
+            [python, "-c", _PROBE], capture_output=True, text=True,
+            env=code_under_test_env(env), timeout=120,
         )
     except (OSError, subprocess.SubprocessError) as exc:
         return {"error": f"could not run {python}: {exc}"}

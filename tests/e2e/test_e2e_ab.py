@@ -21,7 +21,7 @@ from gate.core.errors import EXIT_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS
 from gate.judge.verdict import Outcome, load_verdict
 from gate.measure.results import load_results
 from gate.profile.data import load_build_profile
-from gate.profile.diff import load_profile_diff
+from gate.profile.diff_file import load_profile_diff
 
 pytestmark = pytest.mark.vllm
 

@@ -10,7 +10,7 @@ from support.readme import readme_commands
 from support.vllm_helpers import fixture_ms_per_row
 
 from gate.judge.verdict import Outcome, load_verdict
-from gate.profile.diff import load_profile_diff
+from gate.profile.diff_file import load_profile_diff
 
 pytestmark = pytest.mark.vllm
 

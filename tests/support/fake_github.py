@@ -25,8 +25,11 @@ Failures to inject, consumed in order: `fail_next(status, times, headers, messag
 drops the connection without an answer ("drop"). `link_base` makes Link headers point to
 another server. `clock` is injectable (tests share a FakeClock with the client).
 
-Environments and labels (`gate trust`): GET /repos/{o}/{r}/environments/{name} answers from
-`environments`; GET /repos/{o}/{r}/issues/{n}/labels and DELETE .../labels/{name} use `labels`.
+Environments, labels and reviews (`gate trust`): GET /repos/{o}/{r}/environments/{name}
+answers from `environments`; GET /repos/{o}/{r}/issues/{n}/labels and DELETE
+.../labels/{name} use `labels`; GET /repos/{o}/{r}/pulls/{n}/reviews lists `reviews[n]`
+(oldest first, like GitHub), paged by per_page/page with Link headers; `add_review` builds one
+as GitHub shows it.
 
 Every request is recorded (method, path, query, headers, body) for assertions.
 """
@@ -109,6 +112,7 @@ class FakeGitHub:
         self.pulls: dict[int, dict[str, Any]] = {}
         self.environments: dict[str, dict[str, Any]] = {}  # name -> GitHub's environment JSON
         self.labels: dict[int, list[str]] = {}  # issue/PR number -> label names
+        self.reviews: dict[int, list[dict[str, Any]]] = {}  # PR number -> reviews, oldest first
         self.requests: list[Recorded] = []
         self.failures: list[Failure] = []
         self.break_creates: list[str] = []
@@ -201,6 +205,23 @@ class FakeGitHub:
         self.comments.setdefault(issue, []).append(comment)
         return comment
 
+    def add_review(self, pr: int, login: str, state: str, commit_id: str) -> dict[str, Any]:
+        """A submitted review as GET .../pulls/{n}/reviews shows it."""
+        with self._lock:
+            self._next_id += 1
+            review = {
+                "id": self._next_id,
+                "user": {"login": login, "type": "User"},
+                "body": "",
+                "state": state,
+                "commit_id": commit_id,
+                "html_url": f"https://github.com/{self.repository}/pull/{pr}"
+                f"#pullrequestreview-{self._next_id}",
+                "submitted_at": "2026-01-01T00:00:00Z",
+            }
+            self.reviews.setdefault(pr, []).append(review)
+            return review
+
     def requests_to(self, method: str, fragment: str = "") -> list[Recorded]:
         return [r for r in self.requests if r.method == method and fragment in r.path]
 
@@ -271,6 +292,8 @@ class FakeGitHub:
             return 403, {}, {"message": INTEGRATION_403}
         if rest == [] and method == "GET":
             return 200, {}, {"full_name": self.repository}
+        if rest[:1] == ["pulls"] and rest[2:] == ["reviews"] and rest[1].isdigit() and method == "GET":
+            return self._paged(path, self.reviews.get(int(rest[1]), []), query)
         if len(rest) == 2 and rest[0] == "pulls" and rest[1].isdigit() and method == "GET":
             pull = self.pulls.get(int(rest[1]))
             return (200, {}, pull) if pull else (404, {}, {"message": "Not Found"})
@@ -329,9 +352,11 @@ class FakeGitHub:
         return None
 
     def _list(self, path: str, issue: int, query: dict[str, list[str]]):
+        return self._paged(path, self.comments.get(issue, []), query)
+
+    def _paged(self, path: str, items: list[dict[str, Any]], query: dict[str, list[str]]):
         per_page = min(int(query.get("per_page", ["30"])[0]), 100)
         page = int(query.get("page", ["1"])[0])
-        items = self.comments.get(issue, [])
         pages = max(1, -(-len(items) // per_page))
         chunk = items[(page - 1) * per_page : page * per_page]
         base = self.link_base or self.url

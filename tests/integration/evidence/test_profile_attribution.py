@@ -26,7 +26,7 @@ from support.gitrepo import git
 from gate.evidence.attribution import load_evidence
 from gate.evidence.hunks import load_hunks
 from gate.profile.data import ProcessInfo, save_build_profile
-from gate.profile.diff import load_profile_diff
+from gate.profile.diff_file import load_profile_diff
 from gate.profile.sampling import Sampler, SamplingOptions, assemble_profile
 
 UTILS = "vllm/v1/structured_output/utils.py"

@@ -410,3 +410,48 @@ def test_matrix_runs_merge_under_one_marker_within_the_limit(fake, clock, tmp_pa
     assert "m0.py" in body.split("### h100")[1]
     shown = markdown_check.render(body)
     assert set(shown.tags) <= markdown_check.OWN_TAGS
+
+
+# -- the marker id is the poster's workflow's (issue 16, item 7) ---------------------------
+@pytest.mark.parametrize("value", ["default\n", "a100\nx", "a" * 65, "matrix ", "ab/c"])
+def test_a_marker_id_must_be_the_whole_string(value, tmp_path):
+    with pytest.raises(GateError, match="marker id"):
+        Settings.from_env({"GATE_MARKER_ID": value})
+    path = tmp_path / "gate-comment.json"
+    data = json.loads(f.comment_file(tmp_path).read_text())
+    path.write_text(json.dumps({**data, "marker_id": value}))
+    with pytest.raises(GateError, match="invalid comment file"):
+        load_comment_file(path)
+    data["runs"][0]["label"] = value
+    path.write_text(json.dumps(data))
+    with pytest.raises(GateError, match="invalid comment file"):
+        load_comment_file(path)
+
+
+def test_the_poster_refuses_a_file_for_another_marker(fake, clock, tmp_path):
+    """The hand-over came from a run of PR code: it may not choose which sticky comment (of
+    this bot, under another marker) the poster edits."""
+    fake.add_comment(12, f.sticky_body(Outcome.PASS, "matrix"), login=GITHUB_ACTIONS)
+    path = tmp_path / "gate-comment.json"
+    data = json.loads(f.comment_file(tmp_path).read_text())
+    path.write_text(json.dumps({**data, "marker_id": "matrix"}))
+    with pytest.raises(GateError, match="is for the comment 'matrix', not this workflow's "
+                                        "'default'"):
+        post_comment_file(settings_for(fake, tmp_path), path, client_factory=factory(clock))
+    assert not fake.requests_to("PATCH") and not fake.requests_to("POST")
+    assert fake.comments[12][0]["body"] == f.sticky_body(Outcome.PASS, "matrix")
+    # the workflow that owns that marker posts it
+    post_comment_file(settings_for(fake, tmp_path, marker_id="matrix"), path,
+                      client_factory=factory(clock), err=io.StringIO())
+    assert fake.comments[12][0]["body"].startswith(marker("matrix") + "\n")
+
+
+def test_the_poster_command_takes_the_marker_from_its_flag(fake, tmp_path, monkeypatch, capsys):
+    path = f.comment_file(tmp_path)  # marker "default"
+    for key, value in {"GITHUB_TOKEN": TOKEN, "GITHUB_REPOSITORY": fake.repository,
+                       "GITHUB_API_URL": fake.url}.items():
+        monkeypatch.setenv(key, value)
+    proc = gate_in_process("publish", "--post-comment-file", str(path), "--pr", "12",
+                           "--marker-id", "matrix")
+    assert proc.returncode == 2 and "refusing to post" in proc.stderr
+    assert not fake.comments.get(12)

@@ -17,8 +17,8 @@ def test_regression_on_a_pull_request_comments_annotates_and_fails(tmp_path, fak
     result = Runner(workspace, ab_inputs(tmp_path, "regressed"), env).run()
 
     kinds = [(s.name, s.kind) for s in result.steps]
-    assert [k for _, k in kinds] == ["run"] * 9 + ["uses", "run"], kinds
-    for step in result.steps[:7]:
+    assert [k for _, k in kinds] == ["run"] * 10 + ["uses", "run"], kinds
+    for step in result.steps[:8]:
         assert step.returncode == 0, f"{step.name}: {step.stdout}\n{step.stderr}"
     final = result.steps[-1]
     assert final.returncode == 1  # fail-on: fail,error

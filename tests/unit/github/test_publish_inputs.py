@@ -18,14 +18,13 @@ from gate.core.settings import Settings
 from gate.evidence.hunks import Hunk, HunkSet
 from gate.github.comment_file import load_comment_file
 from gate.github.publish import (
-    escape_data,
-    escape_property,
     find_sticky,
     hunk_annotations,
     marker,
     outcome_of,
     write_outputs,
 )
+from gate.github.workflow_commands import escape_data, escape_property
 from gate.judge.verdict import Outcome, Verdict
 from gate.report.render import outcome_tag
 
