@@ -12,7 +12,7 @@ from support.profiles import SLOW, make_profile, steady
 
 from gate.evidence.hunks import extract_hunks
 from gate.flows.diff_artifacts import SECTION_FILE, TABLE_FILE, load_written, write_diff
-from gate.profile.diff import PROFILE_DIFF_FILE, DiffSettings
+from gate.profile.diff_file import PROFILE_DIFF_FILE, DiffSettings
 from gate.profile.sampling import SPEEDSCOPE_FILE
 
 UTILS = '''\
