@@ -43,11 +43,22 @@ class WrittenDiff:
     table: str
 
 
-def write_diff(base: BuildProfile, head: BuildProfile, out: Path, settings: DiffSettings, *,
-               base_dir: Path | None = None, head_dir: Path | None = None,
+@dataclass(frozen=True)
+class ProfilePair:
+    """The two builds' profiles, and the folders they were read from (their speedscope files
+    are linked from the diff when there)."""
+
+    base: BuildProfile
+    head: BuildProfile
+    base_dir: Path | None = None
+    head_dir: Path | None = None
+
+
+def write_diff(pair: ProfilePair, out: Path, settings: DiffSettings, *,
                hunkset: HunkSet | None = None, repo: Path | None = None,
                top: int = 15) -> WrittenDiff:
-    """Diff `head` against `base` and write every artifact under `out`."""
+    """Diff the head's profile against the base's and write every artifact under `out`."""
+    base, head, base_dir, head_dir = pair.base, pair.head, pair.base_dir, pair.head_dir
     diff = diff_profiles(base, head, settings)
     out.mkdir(parents=True, exist_ok=True)
     b, h = flamegraph.folded(base, settings.basis), flamegraph.folded(head, settings.basis)

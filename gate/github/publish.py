@@ -39,6 +39,7 @@ from gate.github.client import (
     GitHubError,
     GitHubForbidden,
     GitHubWriteUnknown,
+    RetryPolicy,
 )
 from gate.github.comment_file import CommentFile, CommentRun, load_comment_file, slim, worst_verdict
 from gate.github.workflow_commands import escape_data, format_command, workflow_command
@@ -201,7 +202,7 @@ def hunk_annotations(
 # -- the command -------------------------------------------------------------------------
 def default_client(settings: Settings, max_wait_s: float = DEFAULT_MAX_WAIT_S) -> GitHubClient:
     return GitHubClient(settings.api_url, settings.repository or "", settings.github_token,
-                        max_wait_s=max_wait_s)
+                        retry=RetryPolicy(max_wait_s=max_wait_s))
 
 
 @dataclass(frozen=True)
@@ -282,12 +283,20 @@ def _check_author(posted: Posted, identity: Identity, err: TextIO) -> None:
         workflow_command(err, f"::warning title=Perf gate::{escape_data(text)}")
 
 
+@dataclass(frozen=True)
+class PostTarget:
+    """What the poster workflow itself knows: its PR and the commit the measuring run checked
+    out. A hand-over file that names another PR, or a PR whose head moved on, is refused."""
+
+    pr: int | None = None
+    expect_head_sha: str | None = None
+
+
 def post_comment_file(
     settings: Settings,
     path: Path,
     *,
-    pr: int | None = None,
-    expect_head_sha: str | None = None,
+    target: PostTarget | None = None,
     bot_login: str | None = None,
     client_factory: ClientFactory = default_client,
     err: TextIO | None = None,
@@ -298,6 +307,8 @@ def post_comment_file(
     (`expect_head_sha`), and the comment is rendered here from the verdict, results and hunks,
     exactly as `gate publish` renders it."""
     err = err or sys.stderr
+    target = target or PostTarget()
+    pr, expect_head_sha = target.pr, target.expect_head_sha
     handover = load_comment_file(path)
     number = pr if pr is not None else handover.pr
     if number is None:

@@ -332,12 +332,22 @@ class Sampler:
         return self.recordings
 
 
-def assemble_profile(recordings: Sequence[WindowRecording], events: Sequence[tuple[float, float]],
-                     processes: list[ProcessInfo], opts: SamplingOptions, t0: float, *,
-                     label: str, source: str, roots: Sequence[str | Path] = (),
-                     requests: int = 0) -> BuildProfile:
-    """Read every window's py-spy files into one BuildProfile; `events` are (time, tokens)
-    on the time.perf_counter clock, `t0` the load's start on it."""
+@dataclass(frozen=True)
+class SampledLoad:
+    """One sampling under load: the windows' py-spy recordings, the processes sampled, the
+    (time, tokens) of every stream chunk and the load's start, both on time.perf_counter."""
+
+    recordings: Sequence[WindowRecording]
+    processes: list[ProcessInfo]
+    events: Sequence[tuple[float, float]]
+    t0: float
+
+
+def assemble_profile(sampled: SampledLoad, opts: SamplingOptions, *, label: str, source: str,
+                     roots: Sequence[str | Path] = (), requests: int = 0) -> BuildProfile:
+    """Read every window's py-spy files into one BuildProfile."""
+    recordings, events, processes, t0 = (sampled.recordings, sampled.events, sampled.processes,
+                                         sampled.t0)
     table = FrameTable()
     windows, notes = [], []
     for rec in recordings:

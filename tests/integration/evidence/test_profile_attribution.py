@@ -27,7 +27,7 @@ from gate.evidence.attribution import load_evidence
 from gate.evidence.hunks import load_hunks
 from gate.profile.data import ProcessInfo, save_build_profile
 from gate.profile.diff_file import load_profile_diff
-from gate.profile.sampling import Sampler, SamplingOptions, assemble_profile
+from gate.profile.sampling import SampledLoad, Sampler, SamplingOptions, assemble_profile
 
 UTILS = "vllm/v1/structured_output/utils.py"
 BASE_STEPS = 4000  # loop iterations per call (per token) of each of the three steps
@@ -130,8 +130,9 @@ def profile_side_by_side(builds: dict[str, Path], root: Path) -> dict[str, Path]
             prog.wait(timeout=30)
     for label, sampler in samplers.items():
         events = [(t, 1.0) for t in json.loads((root / f"{label}.json").read_text())]
-        profile = assemble_profile(sampler.result(), events, procs[label], opts, t0, label=label,
-                                   source="workload.py", roots=[builds[label]])
+        sampled = SampledLoad(sampler.result(), procs[label], events, t0)
+        profile = assemble_profile(sampled, opts, label=label, source="workload.py",
+                                   roots=[builds[label]])
         save_build_profile(profile, root / label)
     return {label: root / label for label in builds}
 

@@ -11,7 +11,13 @@ from support.gitrepo import commit, git, init
 from support.profiles import SLOW, make_profile, steady
 
 from gate.evidence.hunks import extract_hunks
-from gate.flows.diff_artifacts import SECTION_FILE, TABLE_FILE, load_written, write_diff
+from gate.flows.diff_artifacts import (
+    SECTION_FILE,
+    TABLE_FILE,
+    ProfilePair,
+    load_written,
+    write_diff,
+)
 from gate.profile.diff_file import PROFILE_DIFF_FILE, DiffSettings
 from gate.profile.sampling import SPEEDSCOPE_FILE
 
@@ -53,7 +59,7 @@ def slower_bitmask(tmp_path):
 def test_every_artifact_is_written_and_recorded_in_the_diff(tmp_path, slower_bitmask):
     base, head, _, _ = slower_bitmask
     out = tmp_path / "diff"
-    written = write_diff(base, head, out, DiffSettings())
+    written = write_diff(ProfilePair(base, head), out, DiffSettings())
     assert {p.name for p in out.iterdir()} == EVERY_FILE
     assert written.evidence is None and "evidence" not in written.diff.artifacts
     assert written.diff.artifacts == {
@@ -72,7 +78,7 @@ def test_every_artifact_is_written_and_recorded_in_the_diff(tmp_path, slower_bit
 
 def test_what_was_written_reads_back_equal(tmp_path, slower_bitmask):
     base, head, hunkset, repo = slower_bitmask
-    written = write_diff(base, head, tmp_path / "diff", DiffSettings(), hunkset=hunkset, repo=repo)
+    written = write_diff(ProfilePair(base, head), tmp_path / "diff", DiffSettings(), hunkset=hunkset, repo=repo)
     diff, evidence = load_written(tmp_path / "diff")
     assert diff == written.diff and evidence == written.evidence
     assert json.loads((tmp_path / "diff" / PROFILE_DIFF_FILE).read_text())["artifacts"] == \
@@ -82,7 +88,7 @@ def test_what_was_written_reads_back_equal(tmp_path, slower_bitmask):
 def test_with_the_prs_hunks_the_measured_function_ranks_its_hunk(tmp_path, slower_bitmask):
     base, head, hunkset, repo = slower_bitmask
     out = tmp_path / "diff"
-    written = write_diff(base, head, out, DiffSettings(), hunkset=hunkset, repo=repo)
+    written = write_diff(ProfilePair(base, head), out, DiffSettings(), hunkset=hunkset, repo=repo)
     assert written.evidence is not None
     assert written.diff.artifacts["evidence"] == str(out / "evidence.json")
     first = written.evidence.hunks[0]
@@ -98,14 +104,14 @@ def test_speedscope_files_beside_the_profiles_are_linked_when_present(tmp_path, 
     base_dir.mkdir()
     head_dir.mkdir()
     (head_dir / SPEEDSCOPE_FILE).write_text("{}")
-    written = write_diff(base, head, tmp_path / "diff", DiffSettings(), base_dir=base_dir,
-                         head_dir=head_dir)
+    written = write_diff(ProfilePair(base, head, base_dir, head_dir), tmp_path / "diff",
+                         DiffSettings())
     assert written.diff.artifacts["head_speedscope"] == str(head_dir / SPEEDSCOPE_FILE)
     assert "base_speedscope" not in written.diff.artifacts
 
 
 def test_the_table_shows_at_most_top_functions(tmp_path, slower_bitmask):
     base, head, _, _ = slower_bitmask
-    short = write_diff(base, head, tmp_path / "short", DiffSettings(), top=1).table
-    longer = write_diff(base, head, tmp_path / "long", DiffSettings(), top=15).table
+    short = write_diff(ProfilePair(base, head), tmp_path / "short", DiffSettings(), top=1).table
+    longer = write_diff(ProfilePair(base, head), tmp_path / "long", DiffSettings(), top=15).table
     assert len(short.splitlines()) < len(longer.splitlines())

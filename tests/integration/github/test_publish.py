@@ -20,10 +20,11 @@ from support.fake_github import GITHUB_ACTIONS, TOKEN, FakeClock, FakeGitHub
 from gate.core.errors import GateError
 from gate.core.settings import Settings
 from gate.evidence.hunks import Hunk, HunkSet
-from gate.github.client import GitHubClient
+from gate.github.client import Clock, GitHubClient
 from gate.github.comment_file import CommentRun, load_comment_file
 from gate.github.publish import (
     MAX_COMMENT_CHARS,
+    PostTarget,
     PublishOptions,
     marker,
     outcome_of,
@@ -54,7 +55,7 @@ def settings_for(fake: FakeGitHub, tmp_path: Path, token: str | None = TOKEN, **
 def factory(clock: FakeClock):
     def make(settings: Settings) -> GitHubClient:
         return GitHubClient(settings.api_url, settings.repository, settings.github_token,
-                            sleep=clock.sleep, now=clock.now)
+                            clock=Clock(clock.sleep, clock.now))
     return make
 
 
@@ -286,14 +287,14 @@ def test_post_comment_file_validates_pr_and_head(fake, clock, tmp_path):
     s = settings_for(fake, tmp_path)
     path = f.comment_file(tmp_path)
     with pytest.raises(GateError, match="refusing to post"):
-        post_comment_file(s, path, expect_head_sha="b" * 40, client_factory=factory(clock))
+        post_comment_file(s, path, target=PostTarget(expect_head_sha="b" * 40), client_factory=factory(clock))
     assert not fake.requests_to("POST")
-    assert post_comment_file(s, path, expect_head_sha="a" * 40, client_factory=factory(clock),
+    assert post_comment_file(s, path, target=PostTarget(expect_head_sha="a" * 40), client_factory=factory(clock),
                              err=io.StringIO()) == 0
     (comment,) = fake.comments[12]
     assert comment["body"].count(marker("default")) == 1
     assert comment["body"].split("\n")[2].startswith("### ✅ PASS: drain req/min")
-    post_comment_file(s, path, expect_head_sha="a" * 40, client_factory=factory(clock),
+    post_comment_file(s, path, target=PostTarget(expect_head_sha="a" * 40), client_factory=factory(clock),
                       err=io.StringIO())
     assert len(fake.comments[12]) == 1  # a second post updates the same comment
 

@@ -10,7 +10,7 @@ from support.fake_github import TOKEN
 
 from gate.core.errors import EXIT_ERROR, EXIT_FAIL, GateError
 from gate.core.settings import Settings
-from gate.github.client import GitHubClient, GitHubForbidden
+from gate.github.client import Clock, GitHubClient, GitHubForbidden, RetryPolicy
 from gate.github.trust import (
     TrustError,
     UnknownTrust,
@@ -32,8 +32,8 @@ def reviewers_rule(*logins: str, prevent_self_review: bool = True) -> dict:
 
 @pytest.fixture
 def client(fake, clock) -> GitHubClient:
-    return GitHubClient(fake.url, fake.repository, TOKEN, sleep=clock.sleep, now=clock.now,
-                        max_retries=1)
+    return GitHubClient(fake.url, fake.repository, TOKEN, clock=Clock(clock.sleep, clock.now),
+                        retry=RetryPolicy(max_retries=1))
 
 
 def test_the_two_failures_have_their_exit_codes():
@@ -146,7 +146,8 @@ def test_a_label_still_there_after_github_said_not_found_fails_closed(fake, clie
 
 def test_a_token_that_may_not_remove_labels_is_refused(fake, clock):
     fake.labels[7] = [LABEL]
-    fork = GitHubClient(fake.url, fake.repository, "fork-token", sleep=clock.sleep, now=clock.now)
+    fork = GitHubClient(fake.url, fake.repository, "fork-token",
+                        clock=Clock(clock.sleep, clock.now))
     with pytest.raises(GitHubForbidden, match="403"):
         revoke_label(fork, 7, LABEL)
     assert fake.labels[7] == [LABEL]
