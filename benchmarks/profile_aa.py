@@ -25,7 +25,8 @@ from tabulate import tabulate
 
 from gate.judge.verdict import load_verdict
 from gate.profile.data import load_build_profile
-from gate.profile.diff import DiffSettings, ProfileDiff, diff_profiles
+from gate.profile.diff import diff_profiles
+from gate.profile.diff_file import DiffSettings, ProfileDiff
 
 
 def largest(diff: ProfileDiff) -> tuple[float, str]:

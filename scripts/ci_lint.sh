@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Lint the package, the composite action and the shipped workflows.
 #
-#   ruff        the gate package and tests
+#   ruff        the gate package, tests and benchmarks
+#   lint-imports the layer contract of the stages (a module imports only its own and lower packages)
 #   actionlint  workflows/*.yml (custom runner labels in scripts/actionlint.yaml), with
 #               ShellCheck on every run: script
 #   ShellCheck  the run: scripts of action.yml (actionlint reads workflows, not actions)
@@ -22,7 +23,7 @@ fi
 python="$(command -v python || command -v python3)"
 
 missing=()
-for tool in ruff actionlint shellcheck zizmor; do
+for tool in ruff lint-imports actionlint shellcheck zizmor; do
   command -v "$tool" > /dev/null || missing+=("$tool")
 done
 if [ "${#missing[@]}" -gt 0 ]; then
@@ -32,7 +33,11 @@ fi
 
 status=0
 echo "== ruff"
-ruff check gate tests || status=1
+ruff check gate tests benchmarks || status=1
+
+echo "== import-linter (the stages' layer order, pyproject.toml [tool.importlinter])"
+lint-imports || status=1
+
 
 echo "== actionlint $(actionlint -version | head -n 1)"
 actionlint -config-file scripts/actionlint.yaml workflows/*.yml || status=1

@@ -18,7 +18,7 @@ from gate.flows.bisect_hunks import REPORT_FILE as HUNKS_REPORT
 from gate.flows.bisect_hunks import HunksOptions, bisect_hunks
 from gate.flows.bisect_result import REPORT_FILE
 from gate.plan.spec import apply_overrides, load_plan
-from gate.profile.diff import DiffSettings
+from gate.profile.diff_file import DiffSettings
 from gate.profile.sampling import DEFAULT_RATE_HZ, PROFILE_POLICIES, SamplingOptions
 from gate.report.bisect import terminal_bisect, terminal_hunks
 

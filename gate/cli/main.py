@@ -4,54 +4,49 @@ outcome into an exit code (no tracebacks for users; README "Exit codes")."""
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 
 from gate import __version__
-from gate.cli import (
-    ab,
-    baseline,
-    bisect,
-    calibrate,
-    compare,
-    doctor,
-    export,
-    fingerprint,
-    hunks,
-    install_vllm,
-    profile,
-    publish,
-    report,
-    run,
-    tiny_model,
-    trust,
-    verdict,
-)
 from gate.cli.common import Terminated, sigterm_unwinds
 from gate.core.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_TERMINATED, GateError
 from gate.core.settings import Settings
 from gate.github.workflow_commands import safe_std_streams
 
-# Every subcommand, in the order `gate --help` lists them.
+# Every subcommand, in the order `gate --help` lists them: the modules of gate/cli/.
 COMMANDS = (
-    doctor, run, ab, bisect, calibrate, compare, verdict, baseline, hunks, profile, report, publish,
-    trust, install_vllm, tiny_model, export,
-    fingerprint,
+    "doctor", "run", "ab", "bisect", "calibrate", "compare", "verdict", "baseline", "hunks", "profile",
+    "report", "publish", "trust", "annotate", "install_vllm", "tiny_model", "export",
+    "fingerprint",
 )
+COMMAND_NAMES = {name.replace("_", "-"): name for name in COMMANDS}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def chosen_command(argv: list[str]) -> str | None:
+    """The command module named by argv (its first word that is not an option), if any."""
+    first = next((word for word in argv if not word.startswith("-")), None)
+    return COMMAND_NAMES.get(first) if first else None
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; given argv that names a command, only that command's module is imported,
+    so that `gate publish` or `gate trust` runs on the token jobs' small dependency set
+    (docs/action.md, "Hash-pinned installs in the token jobs")."""
     parser = argparse.ArgumentParser(
         prog="gate", description="CI regression gate for vLLM structured-output performance.")
     parser.add_argument("--version", action="version", version=f"gate {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for command in COMMANDS:
-        command.add_parser(sub)
+    only = chosen_command(argv or [])
+    for name in COMMANDS:
+        if only is None or name == only:
+            importlib.import_module(f"gate.cli.{name}").add_parser(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     with safe_std_streams():
-        parser = build_parser()
+        argv = sys.argv[1:] if argv is None else argv
+        parser = build_parser(argv)
         args = parser.parse_args(argv)
         if not getattr(args, "handler", None):
             parser.print_help()

@@ -12,15 +12,12 @@ from gate.core.errors import EXIT_PASS, GateError
 from gate.core.progress import Progress
 from gate.core.settings import Settings
 from gate.evidence.hunks import load_hunks
-from gate.flows.diff_artifacts import write_diff
+from gate.flows.diff_artifacts import ProfilePair, write_diff
 from gate.plan.spec import load_plan
 from gate.profile.data import load_build_profile
-from gate.profile.diff import (
-    PROFILE_DIFF_FILE,
-    DiffSettings,
-)
+from gate.profile.diff_file import PROFILE_DIFF_FILE, DiffSettings
 from gate.profile.sampling import DEFAULT_RATE_HZ, SPEEDSCOPE_FILE, SamplingOptions
-from gate.profile.traffic import profile_server
+from gate.profile.traffic import ProfileTarget, profile_server
 
 
 def add_parser(sub) -> None:
@@ -86,9 +83,9 @@ def record(args, settings: Settings) -> int:
     plan = load_plan(args.plan)
     progress = Progress(quiet=args.quiet)
     roots = args.root or [Path(os.getcwd())]
-    profile = profile_server(args.base_url, plan, args.out, opts, label=args.label,
-                             pid=args.pid, concurrency=args.concurrency, roots=roots,
-                             log=progress)
+    target = ProfileTarget(args.base_url, label=args.label, pid=args.pid,
+                           concurrency=args.concurrency)
+    profile = profile_server(target, plan, args.out, opts, roots=roots, log=progress)
     samples = sum(w.samples for w in profile.windows)
     print(f"profile of {profile.label}: {samples} samples, {profile.output_tokens:.0f} output "
           f"tokens in {len(profile.windows)} windows of {profile.window_s:.0f}s")
@@ -103,9 +100,8 @@ def diff(args, settings: Settings) -> int:
                            min_share=args.min_share, min_rel=args.min_rel)
     hunkset = load_hunks(args.hunks) if args.hunks else None
     base, head = load_build_profile(args.base), load_build_profile(args.head)
-    written = write_diff(base, head, args.out, method, base_dir=_folder(args.base),
-                         head_dir=_folder(args.head), hunkset=hunkset, repo=args.repo,
-                         top=args.top)
+    pair = ProfilePair(base, head, _folder(args.base), _folder(args.head))
+    written = write_diff(pair, args.out, method, hunkset=hunkset, repo=args.repo, top=args.top)
     print(written.table)
     if written.evidence is not None:
         for h in written.evidence.hunks[:5]:

@@ -11,10 +11,15 @@ from pathlib import Path
 from gate.core.errors import GateError
 from gate.core.settings import Settings, check_marker_id
 from gate.evidence.hunks import load_hunks
-from gate.flows.diff_artifacts import load_written
 from gate.github.client import DEFAULT_MAX_WAIT_S
 from gate.github.comment_file import CommentRun, combine
-from gate.github.publish import PublishOptions, default_client, post_comment_file, publish
+from gate.github.publish import (
+    PostTarget,
+    PublishOptions,
+    default_client,
+    post_comment_file,
+    publish,
+)
 from gate.judge.verdict import load_verdict
 from gate.measure.results import load_results
 
@@ -83,7 +88,12 @@ def settings_from_args(args: argparse.Namespace, settings: Settings) -> Settings
 def single_run(args: argparse.Namespace) -> CommentRun:
     if args.base and not args.head:
         raise GateError("--base needs --head")
-    profile_diff, evidence = load_written(args.profile_diff) if args.profile_diff else (None, None)
+    profile_diff, evidence = None, None
+    if args.profile_diff:
+        # Imported here: the poster's hash-pinned set has no numpy (docs/action.md)
+        from gate.flows.diff_artifacts import load_written
+
+        profile_diff, evidence = load_written(args.profile_diff)
     return CommentRun(
         verdict=load_verdict(args.verdict),
         head=load_results(args.head) if args.head else None,
@@ -108,9 +118,9 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
     settings = settings_from_args(args, settings)
     factory = partial(default_client, max_wait_s=args.max_wait)
     if args.post_comment_file is not None:
-        return post_comment_file(settings, args.post_comment_file, pr=args.pr,
-                                 expect_head_sha=args.expect_head_sha, bot_login=args.bot_login,
-                                 client_factory=factory)
+        target = PostTarget(pr=args.pr, expect_head_sha=args.expect_head_sha)
+        return post_comment_file(settings, args.post_comment_file, target=target,
+                                 bot_login=args.bot_login, client_factory=factory)
     if (args.verdict is None) == (args.combine is None):
         raise GateError("gate publish needs --verdict (one run) or --combine (a matrix), "
                         "or --post-comment-file")

@@ -21,7 +21,8 @@ from gate.core.errors import GateError
 
 DEFAULT_API_URL = "https://api.github.com"
 DEFAULT_SERVER_URL = "https://github.com"
-MARKER_ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+# Matched with fullmatch: `$` would also accept a trailing newline (docs/action.md).
+MARKER_ID_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 TRUE_WORDS = {"1", "true", "yes", "on"}
 FALSE_WORDS = {"0", "false", "no", "off", ""}
 
@@ -36,6 +37,9 @@ class Settings(BaseModel):
     pr_number: int | None = Field(None, description="from the event payload or GATE_PR_NUMBER")
     step_summary: Path | None = None
     output: Path | None = None
+    github_env: Path | None = Field(None, description="GITHUB_ENV: variables for later steps")
+    runner_name: str | None = Field(None, description="RUNNER_NAME: this runner's registration")
+    runner_temp: Path | None = Field(None, description="RUNNER_TEMP: emptied at each job's start")
     sha: str | None = None
     run_id: str | None = None
     marker_id: str = "default"
@@ -75,6 +79,9 @@ class Settings(BaseModel):
             pr_number=pr,
             step_summary=_path_or_none(env.get("GITHUB_STEP_SUMMARY")),
             output=_path_or_none(env.get("GITHUB_OUTPUT")),
+            github_env=_path_or_none(env.get("GITHUB_ENV")),
+            runner_name=env.get("RUNNER_NAME") or None,
+            runner_temp=_path_or_none(env.get("RUNNER_TEMP")),
             sha=env.get("GITHUB_SHA") or None,
             run_id=env.get("GITHUB_RUN_ID") or None,
             marker_id=marker_id,
@@ -88,7 +95,7 @@ class Settings(BaseModel):
 
 
 def check_marker_id(marker_id: str) -> str:
-    if not MARKER_ID_RE.match(marker_id):
+    if not isinstance(marker_id, str) or not MARKER_ID_RE.fullmatch(marker_id):
         raise GateError(
             f"marker id {marker_id!r} must be 1-64 characters of letters, digits, '_', '.', '-'"
         )

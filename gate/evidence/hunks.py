@@ -85,7 +85,7 @@ MECHANISMS = (
               "pinning takes the CUDA driver's host-allocation lock (PR 37006, 45424)"),
     Mechanism("threads", 4.0,
               re.compile(r"set_num(?:_interop)?_threads|get_num_threads|(?:OMP|MKL)_NUM_THREADS"),
-              "torch thread count vs the CPU quota turned 2x into 5.4x"),
+              "torch's thread pool against the cgroup CPU quota"),
     Mechanism("full_staging", 4.0, re.compile(r"\b(?:torch|np|numpy)\.full(?:_like)?\s*\("),
               "per-step host staging buffer (np.full -> torch.full in apply_grammar_bitmask)"),
     Mechanism("h2d_copy", 3.0,

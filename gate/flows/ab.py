@@ -27,14 +27,14 @@ from pathlib import Path
 from gate.core.errors import GateError, MeasurementError
 from gate.core.progress import Progress
 from gate.flows import run
-from gate.flows.diff_artifacts import write_diff
+from gate.flows.diff_artifacts import ProfilePair, write_diff
 from gate.judge.verdict import Outcome, Verdict
 from gate.measure.measured_build import Launch, MeasuredBuild, cells_for_repeat, open_measured_build
 from gate.measure.results import Results, ServerInfo, save_results
 from gate.plan.spec import Plan
-from gate.profile.diff import DiffSettings, ProfileDiff
+from gate.profile.diff_file import DiffSettings, ProfileDiff
 from gate.profile.sampling import SamplingOptions, should_profile
-from gate.profile.traffic import profile_server
+from gate.profile.traffic import ProfileTarget, profile_server
 from gate.runner.doctor import DoctorReport
 from gate.runner.fingerprint import Fingerprint
 
@@ -158,12 +158,13 @@ class _Profiler:
             for label in ("base", "head"):
                 s = sessions[label]
                 self.progress(f"{label}: profiling the serving processes (py-spy)")
+                target = ProfileTarget(s.base_url, label=label, pid=s.server_pid)
                 profiles[label] = profile_server(
-                    s.base_url, self.plan, self.out / label / "profile", self.profiling.options,
-                    label=label, pid=s.server_pid, log=self.progress)
-            written = write_diff(profiles["base"], profiles["head"], self.out / "profile-diff",
-                                 self.profiling.diff, base_dir=self.out / "base" / "profile",
-                                 head_dir=self.out / "head" / "profile")
+                    target, self.plan, self.out / label / "profile", self.profiling.options,
+                    log=self.progress)
+            pair = ProfilePair(profiles["base"], profiles["head"], self.out / "base" / "profile",
+                               self.out / "head" / "profile")
+            written = write_diff(pair, self.out / "profile-diff", self.profiling.diff)
             self.diff = written.diff
             self.progress("profile diff:\n" + written.table)
         except (GateError, MeasurementError) as exc:

@@ -21,13 +21,12 @@ from gate.evidence.attribution import (
 from gate.evidence.hunks import HunkSet
 from gate.profile import flamegraph
 from gate.profile.data import BuildProfile
-from gate.profile.diff import (
+from gate.profile.diff import diff_profiles, render_table
+from gate.profile.diff_file import (
     PROFILE_DIFF_FILE,
     DiffSettings,
     ProfileDiff,
-    diff_profiles,
     load_profile_diff,
-    render_table,
     save_profile_diff,
 )
 from gate.profile.sampling import SPEEDSCOPE_FILE
@@ -44,11 +43,22 @@ class WrittenDiff:
     table: str
 
 
-def write_diff(base: BuildProfile, head: BuildProfile, out: Path, settings: DiffSettings, *,
-               base_dir: Path | None = None, head_dir: Path | None = None,
+@dataclass(frozen=True)
+class ProfilePair:
+    """The two builds' profiles, and the folders they were read from (their speedscope files
+    are linked from the diff when there)."""
+
+    base: BuildProfile
+    head: BuildProfile
+    base_dir: Path | None = None
+    head_dir: Path | None = None
+
+
+def write_diff(pair: ProfilePair, out: Path, settings: DiffSettings, *,
                hunkset: HunkSet | None = None, repo: Path | None = None,
                top: int = 15) -> WrittenDiff:
-    """Diff `head` against `base` and write every artifact under `out`."""
+    """Diff the head's profile against the base's and write every artifact under `out`."""
+    base, head, base_dir, head_dir = pair.base, pair.head, pair.base_dir, pair.head_dir
     diff = diff_profiles(base, head, settings)
     out.mkdir(parents=True, exist_ok=True)
     b, h = flamegraph.folded(base, settings.basis), flamegraph.folded(head, settings.basis)
@@ -64,6 +74,8 @@ def write_diff(base: BuildProfile, head: BuildProfile, out: Path, settings: Diff
     if hunkset is not None:
         evidence = rank_hunks_by_evidence(hunkset, diff, repo or Path(hunkset.repo))
         diff.artifacts["evidence"] = str(save_evidence(evidence, out / EVIDENCE_FILE))
+    else:  # an evidence.json of an earlier diff in this folder ranks hunks against other data
+        (out / EVIDENCE_FILE).unlink(missing_ok=True)
     write_atomic(out / SECTION_FILE, render_where_time(diff, evidence))
     diff.artifacts["section"] = str(out / SECTION_FILE)
     table = render_table(diff, top)

@@ -97,6 +97,25 @@ def rate_limit(resp: requests.Response, now: float, secondary_seen: int) -> Rate
     return RateLimit(wait, f"no retry-after: wait at least a minute, doubling ({wait:.0f} s)", True)
 
 
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How hard the client tries: attempts per request, the first backoff (doubling), the most
+    it waits in all for rate limits, and each request's timeout."""
+
+    max_retries: int = 5
+    backoff_s: float = 1.0
+    max_wait_s: float = DEFAULT_MAX_WAIT_S
+    timeout_s: float = 30.0
+
+
+@dataclass(frozen=True)
+class Clock:
+    """Time as the client sees it (a test passes a fake one)."""
+
+    sleep: Callable[[float], None] = time.sleep
+    now: Callable[[], float] = time.time
+
+
 class GitHubClient:
     def __init__(
         self,
@@ -105,13 +124,13 @@ class GitHubClient:
         token: SecretStr | str | None,
         *,
         session: requests.Session | None = None,
-        max_retries: int = 5,
-        backoff_s: float = 1.0,
-        max_wait_s: float = DEFAULT_MAX_WAIT_S,
-        timeout_s: float = 30.0,
-        sleep: Callable[[float], None] = time.sleep,
-        now: Callable[[], float] = time.time,
+        retry: RetryPolicy | None = None,
+        clock: Clock | None = None,
     ):
+        retry, clock = retry or RetryPolicy(), clock or Clock()
+        max_retries, backoff_s, max_wait_s, timeout_s = (
+            retry.max_retries, retry.backoff_s, retry.max_wait_s, retry.timeout_s)
+        sleep, now = clock.sleep, clock.now
         if not re.fullmatch(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", repository or ""):
             raise GateError(f"repository {repository!r} is not owner/name")
         if not re.fullmatch(r"https?://[^/?#\s]+(/[^?#\s]*)?", api_url or ""):

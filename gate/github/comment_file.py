@@ -3,7 +3,9 @@
 The measuring job ran PR code, so this file is untrusted data. It carries what the comment is
 made of (each run's verdict, its results without request records, its hunks) and where it
 goes (PR number, marker id), never the comment's text: the poster validates every field here
-and renders the comment itself (gate.report.render.render_comment). A matrix's aggregation job
+and renders the comment itself (gate.report.render.render_comment). Where the comment goes is
+the poster's to say: it takes the PR and the marker id from its own workflow and refuses a
+file that names others. A matrix's aggregation job
 combines its runners' files into one, each run under its runner's label.
 """
 
@@ -21,7 +23,7 @@ from gate.evidence.attribution import Evidence
 from gate.evidence.hunks import HunkSet
 from gate.judge.verdict import SEVERITY, Outcome, Verdict
 from gate.measure.results import Results
-from gate.profile.diff import ProfileDiff
+from gate.profile.diff_file import ProfileDiff
 from gate.report.view import RunInput
 
 COMMENT_FILE_VERSION = 2
@@ -46,7 +48,7 @@ class CommentRun(BaseModel):
     @field_validator("label")
     @classmethod
     def _label(cls, value: str | None) -> str | None:
-        if value is not None and not MARKER_ID_RE.match(value):
+        if value is not None and not MARKER_ID_RE.fullmatch(value):
             raise ValueError("label must be 1-64 characters of letters, digits, '_', '.', '-'")
         return value
 
@@ -65,7 +67,7 @@ class CommentFile(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: Literal[2] = COMMENT_FILE_VERSION
+    schema_version: Literal[2] = 2  # COMMENT_FILE_VERSION: a Literal needs the value itself
     pr: int | None = Field(None, gt=0, description="None when the run had no PR number")
     marker_id: str = "default"
     runs: list[CommentRun] = Field(min_length=1, max_length=MAX_RUNS)

@@ -39,9 +39,10 @@ from gate.github.client import (
     GitHubError,
     GitHubForbidden,
     GitHubWriteUnknown,
+    RetryPolicy,
 )
 from gate.github.comment_file import CommentFile, CommentRun, load_comment_file, slim, worst_verdict
-from gate.github.workflow_commands import workflow_command
+from gate.github.workflow_commands import escape_data, format_command, workflow_command
 from gate.judge.verdict import Outcome, Verdict
 from gate.report.render import (
     GITHUB_COMMENT_LIMIT,
@@ -140,7 +141,7 @@ def post_sticky(client: GitHubClient, pr: int, body: str, marker_id: str, outcom
         comment = client.update_comment(previous["id"], body)
         action = "updated"
     else:
-        seen = {c.get("id") for c in comments}
+        seen = {int(c["id"]) for c in comments if "id" in c}
         comment = create_once(client, pr, body, marker_id, identity.login, seen)
         action = "created-on-fail" if previous is not None else "created"
     author = (comment.get("user") or {}).get("login")
@@ -167,27 +168,17 @@ def write_outputs(path: Path | None, values: dict[str, str]) -> None:
             fh.write(f"{name}<<{delimiter}\n{value}\n{delimiter}\n")
 
 
-def escape_data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+def annotatable(hunks: list[Hunk]) -> list[Hunk]:
+    """The hunks in the report's order (gate.evidence.attribution.apply_evidence: measured
+    evidence first, then by score), less deletions, which have no head line to mark."""
+    return [h for h in hunks if h.change not in ("deleted", "binary")]
 
 
-def escape_property(text: str) -> str:
-    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
-
-
-def rank_hunks(hunks: list[Hunk]) -> list[Hunk]:
-    """Hunks with measured evidence first (in the order the evidence ranked them), then the
-    mechanism-tagged ones by score; deletions have no head line to mark."""
-    shown = [h for h in hunks if h.change not in ("deleted", "binary")]
-    return sorted(shown, key=lambda h: (h.evidence is None, not h.mechanisms,
-                                        -h.score if h.evidence is None else 0))
-
-
-def annotations(
+def hunk_annotations(
     hunkset: HunkSet, verdict: Verdict, prefix: str = "", limit: int = MAX_ANNOTATIONS
 ) -> list[str]:
     lines = []
-    for rank, hunk in enumerate(rank_hunks(hunkset.hunks)[:limit], start=1):
+    for rank, hunk in enumerate(annotatable(hunkset.hunks)[:limit], start=1):
         start = max(hunk.new_start, 1)
         end = max(start, hunk.new_start + hunk.new_lines - 1)
         why = (
@@ -204,15 +195,14 @@ def annotations(
             "endLine": str(end),
             "title": title,
         }
-        rendered = ",".join(f"{k}={escape_property(v)}" for k, v in props.items())
-        lines.append(f"::warning {rendered}::{escape_data(message)}")
+        lines.append(format_command("warning", message, **props))
     return lines
 
 
 # -- the command -------------------------------------------------------------------------
 def default_client(settings: Settings, max_wait_s: float = DEFAULT_MAX_WAIT_S) -> GitHubClient:
     return GitHubClient(settings.api_url, settings.repository or "", settings.github_token,
-                        max_wait_s=max_wait_s)
+                        retry=RetryPolicy(max_wait_s=max_wait_s))
 
 
 @dataclass(frozen=True)
@@ -239,7 +229,7 @@ def publish(
     append_summary(settings.step_summary, options.summary or render_runs(inputs))
     ranked = inputs[0].ranked_hunks() if len(runs) == 1 else None
     if verdict.outcome == Outcome.FAIL and ranked is not None:
-        for line in annotations(ranked, verdict, settings.path_prefix):
+        for line in hunk_annotations(ranked, verdict, settings.path_prefix):
             workflow_command(out, line)
     outputs = {"verdict": verdict.outcome.value, "exit-code": str(verdict.exit_code),
                "headline": verdict.headline, **(options.outputs or {})}
@@ -293,27 +283,43 @@ def _check_author(posted: Posted, identity: Identity, err: TextIO) -> None:
         workflow_command(err, f"::warning title=Perf gate::{escape_data(text)}")
 
 
+@dataclass(frozen=True)
+class PostTarget:
+    """What the poster workflow itself knows: its PR and the commit the measuring run checked
+    out. A hand-over file that names another PR, or a PR whose head moved on, is refused."""
+
+    pr: int | None = None
+    expect_head_sha: str | None = None
+
+
 def post_comment_file(
     settings: Settings,
     path: Path,
     *,
-    pr: int | None = None,
-    expect_head_sha: str | None = None,
+    target: PostTarget | None = None,
     bot_login: str | None = None,
     client_factory: ClientFactory = default_client,
     err: TextIO | None = None,
 ) -> int:
     """The comment-poster workflow's half. The file came from a run of PR code: it is
-    validated field by field, the PR number checked against the PR whose head commit the
-    triggering run measured (`expect_head_sha`), and the comment rendered here from the
-    verdict, results and hunks, exactly as `gate publish` renders it."""
+    validated field by field, its PR number and marker id must be the workflow's own (`pr`,
+    settings.marker_id), the PR's head must be the commit the triggering run measured
+    (`expect_head_sha`), and the comment is rendered here from the verdict, results and hunks,
+    exactly as `gate publish` renders it."""
     err = err or sys.stderr
+    target = target or PostTarget()
+    pr, expect_head_sha = target.pr, target.expect_head_sha
     handover = load_comment_file(path)
     number = pr if pr is not None else handover.pr
     if number is None:
         raise GateError(f"{path} names no pull request and --pr was not given")
     if handover.pr is not None and pr is not None and handover.pr != pr:
         raise GateError(f"{path} is for PR #{handover.pr}, not #{pr}")
+    if handover.marker_id != settings.marker_id:
+        raise GateError(
+            f"{path} is for the comment {handover.marker_id!r}, not this workflow's "
+            f"{settings.marker_id!r} (--marker-id): refusing to post"
+        )
     if settings.github_token is None or not settings.repository:
         raise GateError("posting a comment file needs GITHUB_TOKEN and GITHUB_REPOSITORY")
     client = client_factory(settings)
@@ -324,9 +330,9 @@ def post_comment_file(
                 f"PR #{number}'s head is {head}, not the measured commit {expect_head_sha}: "
                 "refusing to post"
             )
-    body = render_comment([r.run_input() for r in handover.runs], handover.marker_id)
+    body = render_comment([r.run_input() for r in handover.runs], settings.marker_id)
     identity = identify(client, bot_login)
-    posted = post_sticky(client, number, body, handover.marker_id, handover.outcome.value,
+    posted = post_sticky(client, number, body, settings.marker_id, handover.outcome.value,
                          identity)
     _check_author(posted, identity, err)
     print(f"gate publish: comment {posted.action} on PR #{number} ({posted.url})", file=err)

@@ -6,16 +6,21 @@ the state of the PR when a job starts:
 - a fork's PR runs only after a reviewer approves the `perf-gate-fork` environment. A job that
   names an environment without required reviewers (or one that does not exist: GitHub then
   creates it, unprotected) starts at once, so `check_environment` fails closed unless GitHub
-  says the environment has at least one required reviewer;
-- the approval label approves one commit: after a push it is withdrawn (`revoke_label`);
+  says the environment has at least one required reviewer and prevents self-review (the
+  person who labelled or dispatched a run cannot also approve it);
+- the approval label approves one commit, the one its labeller reviewed: `check_review`
+  requires that person's latest decisive review of the PR to approve exactly the event's head
+  commit (a push between the review and the label makes the label approve nothing), and after
+  a push the label is withdrawn (`revoke_label`);
 - a manual rerun measures the commit its dispatcher named, and only while that commit is still
   the PR's head (`check_head`);
 - a bisect runs only commits of the default branch, merged after review
   (`check_on_default_branch`): GitHub's compare API says whether the branch's tip contains it.
 
 Each call goes through `GitHubClient.request`. Reading an environment needs `actions: read`
-on the job's GITHUB_TOKEN; a PR needs `pull-requests: read`; removing a label needs
-`pull-requests: write` (or `issues: write`); the repository and compare, `contents: read`.
+on the job's GITHUB_TOKEN; a PR and its reviews need `pull-requests: read`; removing a label
+needs `pull-requests: write` (or `issues: write`); the repository and compare,
+`contents: read`.
 """
 
 from __future__ import annotations
@@ -55,6 +60,24 @@ class Environment(BaseModel):
     name: str
     can_admins_bypass: bool | None = None
     protection_rules: list[ProtectionRule] = []
+
+
+class ReviewUser(BaseModel):
+    login: str
+
+
+class Review(BaseModel):
+    """One item of GET /repos/{owner}/{repo}/pulls/{n}/reviews (oldest first)."""
+
+    id: int
+    user: ReviewUser | None = None  # None: a deleted account
+    state: str
+    commit_id: str | None = None
+    html_url: str = ""
+
+
+# States that decide: COMMENTED and PENDING neither approve nor withdraw an approval.
+DECISIVE_STATES = {"APPROVED", "CHANGES_REQUESTED", "DISMISSED"}
 
 
 class EnvironmentReview(BaseModel):
@@ -111,10 +134,16 @@ def check_environment(client: GitHubClient, name: str) -> EnvironmentReview:
             "the GPU runner without anyone approving it. Add required reviewers in Settings > "
             "Environments; refusing to run"
         )
+    if not any(r.prevent_self_review for r in rules):
+        raise TrustError(
+            f"environment {name!r} lets the person who started a run approve it, so one "
+            "person could both label (or dispatch) and approve a commit. Turn on 'Prevent "
+            "self-review' in Settings > Environments; refusing to run"
+        )
     return EnvironmentReview(
         name=env.name,
         reviewers=reviewers,
-        prevent_self_review=any(r.prevent_self_review for r in rules),
+        prevent_self_review=True,
         can_admins_bypass=bool(env.can_admins_bypass),
     )
 
@@ -149,6 +178,36 @@ def revoke_label(client: GitHubClient, pr: int, label: str) -> bool:
     if label in names:
         raise UnknownTrust(f"could not remove label {label!r} from PR #{pr}")
     return False
+
+
+def check_review(client: GitHubClient, pr: int, sha: str, reviewer: str) -> Review:
+    """The approving review that ties an approval label to one commit: `reviewer`'s latest
+    decisive review of PR `pr` approves exactly `sha`. TrustError otherwise."""
+    path = f"/repos/{client.repository}/pulls/{int(pr)}/reviews"
+    try:
+        reviews = [Review.model_validate(item) for item in client.paginate(path)]
+    except GitHubForbidden as exc:
+        raise UnknownTrust(f"cannot read the reviews of PR #{pr} ({exc}); the job's token "
+                           "needs `permissions: pull-requests: read`. Failing closed") from None
+    except (GitHubError, ValidationError) as exc:
+        raise UnknownTrust(f"cannot read the reviews of PR #{pr}: {exc}. Failing closed") from None
+    who = reviewer.casefold()
+    theirs = [r for r in reviews if r.user and r.user.login.casefold() == who
+              and r.state in DECISIVE_STATES]
+    if not theirs:
+        raise TrustError(f"@{reviewer} added the approval label but has not approved PR #{pr}: "
+                         f"approve commit {sha} in a review, then add the label again")
+    latest = theirs[-1]
+    if latest.state != "APPROVED":
+        raise TrustError(f"@{reviewer}'s latest review of PR #{pr} is {latest.state}, not an "
+                         "approval: the label approves nothing")
+    if latest.commit_id != sha:
+        raise TrustError(
+            f"@{reviewer} approved commit {latest.commit_id}, but the label landed on {sha}: "
+            "the PR changed between the review and the label. Review the new commit, approve "
+            "it, and add the label again"
+        )
+    return latest
 
 
 def default_branch(client: GitHubClient) -> str:

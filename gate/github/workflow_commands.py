@@ -5,7 +5,10 @@ command: `::error ...`, `::add-mask::`, `::stop-commands::`. The gate prints tex
 control (file paths from a diff, key names from a JSON file, a server's log lines), so one
 crafted name could print a live `::error title=Perf gate::PASS`. Every line the gate writes
 goes through `SafeStream`, which quotes such lines with a leading `|`; the gate's own
-annotations go out through `workflow_command`, the one way past the filter.
+annotations go out through `workflow_command`, the one way past the filter, and are built by
+`format_command`, the one place that escapes a command's data and properties (CR included:
+the runner ends a line at CR as well as LF). action.yml prints its annotations with
+`gate annotate`, which uses the same function.
 
 The same wrapper survives a closed pipe (`gate compare ... | head -1`): output after the pipe
 closes is dropped, so a command still exits with its verdict's code instead of dying with
@@ -22,6 +25,7 @@ from collections.abc import Iterator
 from typing import TextIO
 
 COMMAND_PREFIXES = ("::", "##[")
+ANNOTATION_LEVELS = ("error", "warning", "notice")
 _LINE_BREAK = re.compile(r"(\r\n|\r|\n)")  # the runner splits lines on all three
 QUOTE = "|"
 
@@ -117,6 +121,22 @@ class SafeStream(io.TextIOBase):
         return getattr(self.raw, "encoding", "utf-8")
 
 
+def escape_data(text: str) -> str:
+    """A command's message: `%`, CR and LF escaped as the runner unescapes them."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(text: str) -> str:
+    """A command's property value (title, file, ...): also `:` and `,`."""
+    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def format_command(name: str, message: str, **properties: str) -> str:
+    """One workflow command line, `::name key=value,...::message`, every part escaped."""
+    props = ",".join(f"{key}={escape_property(value)}" for key, value in properties.items())
+    return f"::{name}{' ' + props if props else ''}::{escape_data(message)}"
+
+
 def workflow_command(stream: TextIO, line: str) -> None:
     """Print a workflow command of the gate's own on `stream`, past a SafeStream's filter."""
     if isinstance(stream, SafeStream):
@@ -132,7 +152,7 @@ def safe_std_streams() -> Iterator[tuple[SafeStream, SafeStream]]:
 
     saved = sys.stdout, sys.stderr
     out, err = SafeStream(saved[0]), SafeStream(saved[1])
-    sys.stdout, sys.stderr = out, err  # type: ignore[assignment]
+    sys.stdout, sys.stderr = out, err
     try:
         yield out, err
     finally:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import requests
 
+from gate.core.child_env import code_under_test_env
 from gate.core.errors import GateError, MeasurementError
 from gate.plan.spec import ServerSpec
 
@@ -101,7 +102,8 @@ class VllmServer:
             ensure_port_free(spec.host, spec.port)
         self.port = spec.port or free_port(spec.host)
         self.command = build_command(spec, model, self.port, python)
-        self.env = {**os.environ, **spec.env, **(env or {})}
+        # the PR's code: no file commands of the runner, no token (gate/core/child_env.py)
+        self.env = code_under_test_env({**os.environ, **spec.env, **(env or {})})
         self.proc: subprocess.Popen | None = None
         self.startup_s: float | None = None
 
@@ -120,6 +122,13 @@ class VllmServer:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+    @property
+    def pid(self) -> int:
+        """The server's pid, which is also its process group's id (it leads its own group)."""
+        if self.proc is None:
+            raise MeasurementError("the server was never started")
+        return self.proc.pid
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)

@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from gate.core.errors import GateError
-from gate.core.files import load_json_model
+from gate.core.files import load_json_model, write_atomic
 
 PROFILE_SCHEMA_VERSION = 1
 PROFILE_FILE = "profile.json"
@@ -34,11 +34,8 @@ _PACKAGE_DIRS = ("/site-packages/", "/dist-packages/")
 _STDLIB = re.compile(r"/lib/python\d+\.\d+/")
 
 _SHM = "vllm/distributed/device_communicators/shm_broadcast.py"
-# Spin-waits. A thread that polls in a loop (os.sched_yield) instead of blocking looks busy to
-# a sampler, and the time it spends so grows with the *other* process's work: vLLM's engine
-# core spins on the shared-memory queue while its worker runs a step, so a slower step shows
-# up there as much as in the function that got slower. A sample whose stack holds one of
-# these frames is counted as waiting, apart from every function.
+# Spin-waits: a sample holding one of these frames is counted as waiting, apart from every
+# function, since its time grows with the other process's work (docs/profile.md#normalisation).
 WAIT_FRAMES = frozenset({
     ("vllm/distributed/utils.py", "sched_yield"),
     (_SHM, "MessageQueue.acquire_read"),
@@ -198,9 +195,7 @@ def save_build_profile(profile: BuildProfile, out: Path) -> Path:
     """Write DIR/profile.json through a temporary file, so a crash leaves the old one."""
     out.mkdir(parents=True, exist_ok=True)
     path = out / PROFILE_FILE
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(profile.model_dump_json(indent=1))
-    tmp.replace(path)
+    write_atomic(path, profile.model_dump_json(indent=1))
     return path
 
 

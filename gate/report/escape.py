@@ -11,6 +11,11 @@ Everywhere, including code: bidirectional-text controls (the "Trojan Source" cha
 shown as a visible `<U+202E>` instead of reordering what a reviewer reads, and full issue / PR
 URLs lose their auto-link (a zero-width joiner before the number), so that no untrusted text
 makes GitHub add a cross-reference to another issue.
+
+Outside code, no untrusted text becomes a link: GitHub's autolink extension turns bare
+`https://...`, `www....` and `name@host` into links, so a zero-width joiner goes after the
+scheme's colon, after `www` and after `@` (GitHub links none of them then; the text reads the
+same). Links written as markdown or HTML are already escaped away.
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ _GH_REF = re.compile(r"\b(GH)-(?=\d)", re.IGNORECASE)
 _MD_SPECIAL = re.compile(r"([\\`*\[\]|~<>]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
 _LEADING_BLOCK = re.compile(r"^(\d*)([-+#=.)])")  # list items, headings, '1.' lists
 _BACKTICKS = re.compile(r"`+")
+_URL_SCHEME = re.compile(r"(?<=[A-Za-z]):(?=//)")  # https://, ftp://, any scheme://
+_WWW = re.compile(r"\b(www)(?=\.)", re.IGNORECASE)
 # https://github.com/o/r/issues/1, /pull/1, /discussions/1 (any host: GHES too).
 _ISSUE_URL = re.compile(
     r"(https?://[^\s/<>]+/[^\s/<>]+/[^\s/<>]+/(?:issues|pull|pulls|discussions)/)(?=\d)",
@@ -41,12 +48,20 @@ def unlink_issue_urls(text: str) -> str:
     return _ISSUE_URL.sub(r"\1" + ZWJ, text)
 
 
+def break_autolinks(text: str) -> str:
+    """No bare URL or `www.` becomes a link: a zero-width joiner after `scheme:` and `www`
+    (e-mail addresses lose theirs at the `@`, in `neutralize`)."""
+    return _WWW.sub(r"\1" + ZWJ, _URL_SCHEME.sub(":" + ZWJ, text))
+
+
 def neutralize(text: str) -> str:
-    """Stop @mentions, #123, GH-123 and issue-URL auto-links: a zero-width joiner after
-    @ / # / GH- and before the number of an issue URL."""
+    """Stop @mentions (and e-mail links), #123, GH-123, issue-URL cross-references and
+    autolinks: a zero-width joiner after @ / # / GH-, before the number of an issue URL, after
+    a URL's scheme and after `www`."""
     text = unlink_issue_urls(_MENTION.sub("@" + ZWJ, text))
     text = _ISSUE_REF.sub("#" + ZWJ, text)
-    return _GH_REF.sub(lambda m: m.group(1) + "-" + ZWJ, text)
+    text = _GH_REF.sub(lambda m: m.group(1) + "-" + ZWJ, text)
+    return break_autolinks(text)
 
 
 def md_inline(text: str, limit: int = 300) -> str:
@@ -57,8 +72,11 @@ def md_inline(text: str, limit: int = 300) -> str:
 
 
 def html_text(text: str, limit: int = 200) -> str:
-    """Untrusted text inside an HTML element such as <summary> or <code>."""
-    return neutralize(html.escape(one_line(text, limit), quote=True))
+    """Untrusted text inside an HTML element such as <summary> or <code>. Brackets become
+    character references: inside a paragraph GitHub still reads markdown between inline tags,
+    and `[text](url)` there would be a link."""
+    escaped = html.escape(one_line(text, limit), quote=True)
+    return neutralize(escaped.replace("[", "&#91;").replace("]", "&#93;"))
 
 
 def fence_for(body: str) -> str:

@@ -23,7 +23,7 @@ from gate.evidence.attribution import Evidence
 from gate.evidence.hunks import HunkSet
 from gate.judge.verdict import Outcome, Verdict
 from gate.measure.results import Results
-from gate.profile.diff import ProfileDiff
+from gate.profile.diff_file import ProfileDiff
 from gate.report.fit import Document, Frame, fit
 from gate.report.view import RunInput, run_view
 

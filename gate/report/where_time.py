@@ -8,7 +8,7 @@ headers) is untrusted and goes through gate.report.escape.
 from __future__ import annotations
 
 from gate.evidence.attribution import Evidence, fmt_ms
-from gate.profile.diff import UNIT, FunctionDiff, ProfileDiff
+from gate.profile.diff_file import UNIT, FunctionDiff, ProfileDiff
 from gate.report.escape import md_inline
 
 TITLE = "#### Where the head spends more time"

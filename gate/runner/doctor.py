@@ -2,11 +2,10 @@
 and the fix; an `invalidating` one means a measurement taken now would mislead (the verdict
 should be `error` with that fix, not a fail).
 
-The seed case: torch sizes its thread pool from the host's core count and ignores the cgroup
-CPU quota, so on a 172-core node with a 12-CPU quota the per-step bitmask staging ran 14x
-oversubscribed and a 2x slowdown measured 5.4x (docs/background.md). So the doctor checks the
-quota against torch's threads, and, given a running server, what its processes really use:
-their affinity, quota, threads, and what vLLM itself logged about its torch threads.
+The seed case: torch sizes its thread pool from the host's cores, not the cgroup CPU quota
+(docs/background.md#threads-versus-the-cpu-quota). So the doctor checks the quota against
+torch's threads, and, given a running server, what its processes really use: their affinity,
+quota, threads, and what vLLM itself logged about its torch threads.
 
 The checks are pure functions of the facts gate.runner.probes reads; `examine` ties them up.
 """
@@ -383,7 +382,7 @@ def examine(*, model_dir: Path, server_pid: int | None = None, server_log: Path 
     python = python or sys.executable
     facts = probe_interpreter(python, env) if probe_torch else {"error": "not run (--no-probe)"}
     host = probe.read_host(proc_root, cgroup_root, cpu_root, env, facts)
-    gpus, gpu_findings = _read_gpus()
+    gpus, unreadable_gpus = _read_gpus()
     has_gpu = bool(gpus and gpus[0])
     pin_error = probe.probe_pin_memory(python, env) if has_gpu and probe_torch else None
     findings = cpu_quota_findings(host) + governor_findings(host) + swap_findings(host)
@@ -398,7 +397,7 @@ def examine(*, model_dir: Path, server_pid: int | None = None, server_log: Path 
     elif server_log is not None:
         log = probe.read_server_log(server_log)
     findings += memlock_findings(memlock, has_gpu, pin_error, whose)
-    findings += gpu_findings or gpu_findings(gpus, server_pids)
+    findings += unreadable_gpus or gpu_findings(gpus, server_pids)
     findings += disk_findings(probe.read_disk(model_dir), min_free_gib)
     findings += vllm_findings(host, log)
     return DoctorReport(server_pid=server_pid, findings=findings)

@@ -1,9 +1,7 @@
 """Environment fingerprint: the hardware, quota, threads and versions a measurement ran under.
 
-It keys baseline matching and yields warnings. The one that matters most: torch sizes its
-thread pool from the host's core count and ignores the cgroup CPU quota, so on a 172-core node
-with a 12-CPU quota the per-step bitmask staging ran 14x oversubscribed
-(docs/background.md#threads-versus-the-cpu-quota).
+It keys baseline matching and yields warnings. The one that matters most: torch's thread
+pool against the cgroup CPU quota (docs/background.md#threads-versus-the-cpu-quota).
 
 cgroup files are read from `cgroup_root` (default /sys/fs/cgroup) so tests can point at
 fixtures of cgroup v1 and v2.
@@ -20,6 +18,8 @@ import sys
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from gate.core.child_env import code_under_test_env
 
 
 class GpuInfo(BaseModel):
@@ -149,7 +149,8 @@ print(json.dumps(out))
 def probe_interpreter(python: str, env: dict[str, str]) -> dict:
     try:
         proc = subprocess.run(
-            [python, "-c", _PROBE], capture_output=True, text=True, env=env, timeout=120
+            [python, "-c", _PROBE], capture_output=True, text=True,
+            env=code_under_test_env(env), timeout=120,
         )
     except (OSError, subprocess.SubprocessError) as exc:
         return {"error": f"could not run {python}: {exc}"}

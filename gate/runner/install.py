@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gate.core import git
+from gate.core.child_env import code_under_test_env
 from gate.core.errors import EXIT_ERROR, GateError
 from gate.core.git import git_text
 
@@ -106,7 +107,8 @@ def installed_vllm_version(python: str) -> str:
     """The vllm version importable by `python`, or a GateError saying why not."""
     try:
         proc = subprocess.run(
-            [python, "-c", VERSION_PROBE], capture_output=True, text=True, timeout=300, check=False
+            [python, "-c", VERSION_PROBE], capture_output=True, text=True, timeout=300, check=False,
+            env=code_under_test_env(os.environ),
         )
     except FileNotFoundError:
         raise GateError(f"python interpreter {python} does not exist") from None
@@ -124,7 +126,8 @@ def run_install(plan: InstallPlan) -> None:
     for step in plan.steps:
         print(f"gate install-vllm: $ {step.render()}", file=sys.stderr, flush=True)
         try:
-            proc = subprocess.run(step.argv, env={**os.environ, **step.env}, cwd=step.cwd)
+            proc = subprocess.run(step.argv, env=code_under_test_env({**os.environ, **step.env}),
+                                  cwd=step.cwd)
         except FileNotFoundError:
             raise GateError(f"cannot run {step.argv[0]}") from None
         if proc.returncode != 0:

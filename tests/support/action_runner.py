@@ -1,7 +1,8 @@
 """The GitHub runner as the tests model it.
 
 A small interpreter reads action.yml, resolves the `${{ }}` expressions the action uses in its
-`env:` blocks (inputs.*, steps.<id>.outputs.*, github.action_path, github.token), runs each
+`env:` blocks (support/expressions.py: inputs.*, steps.<id>.outputs.*, github.action_path,
+github.token, runner.temp, and the operators GitHub has), runs each
 `run:` script with `bash --noprofile --norc -eo pipefail` in order, with fresh GITHUB_OUTPUT
 files per step and GITHUB_STEP_SUMMARY, GITHUB_ENV and GITHUB_EVENT_PATH set like a runner,
 records `uses:` steps instead of running them, and skips steps after a failure unless their
@@ -22,12 +23,12 @@ from pathlib import Path
 import yaml
 
 from gate.measure.results import save_results
+from support.expressions import Evaluator
 from support.factories import drain_results
-from support.fake_github import FakeGitHub
+from support.fake_github import TOKEN, FakeGitHub
 from support.gitrepo import commit, git, init
 from support.paths import REPO_ROOT
 
-TOKEN = "ghs_ActionTestToken_987654321"
 EXPR = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
 
 
@@ -86,8 +87,10 @@ def parse_output_file(text: str) -> dict[str, str]:
 
 
 def read_outputs(path: Path) -> dict[str, str]:
-    """A GITHUB_OUTPUT file, as the runner reads it after the step."""
-    return parse_output_file(path.read_text())
+    """A GITHUB_OUTPUT file, as the runner reads it after the step: a CR inside a value stays
+    a CR (no newline translation)."""
+    with path.open(encoding="utf-8", newline="") as fh:
+        return parse_output_file(fh.read())
 
 
 class Runner:
@@ -104,23 +107,19 @@ class Runner:
         self.inputs = {k: self.resolve(v) for k, v in self.inputs.items()}
         self.inputs.update(inputs)
 
-    def lookup(self, expr: str) -> str:
-        if expr == "github.action_path":
-            return str(REPO_ROOT)
-        if expr == "github.token":
-            return TOKEN
-        if m := re.fullmatch(r"inputs\.([\w-]+)", expr):
-            assert m.group(1) in self.inputs, f"undeclared input {m.group(1)}"
-            return self.inputs[m.group(1)]
-        if m := re.fullmatch(r"steps\.([\w-]+)\.outputs\.([\w-]+)", expr):
-            return self.steps.get(m.group(1), {}).get(m.group(2), "")
-        if m := re.fullmatch(r"(inputs\.[\w-]+) == '([^']*)' && (inputs\.[\w-]+) \|\| ''", expr):
-            # `COND && VALUE || ''`: GitHub's idiom for "VALUE only when COND"
-            return self.lookup(m.group(3)) if self.lookup(m.group(1)) == m.group(2) else ""
-        raise AssertionError(f"expression too complex for the test interpreter: {expr}")
+    def context(self) -> dict:
+        return {
+            "github": {"action_path": str(REPO_ROOT), "token": TOKEN},
+            "inputs": self.inputs,
+            "steps": {sid: {"outputs": outputs} for sid, outputs in self.steps.items()},
+            "runner": {"temp": self.env.get("RUNNER_TEMP", "")},
+        }
 
     def resolve(self, value: object) -> str:
-        return EXPR.sub(lambda m: self.lookup(m.group(1)), str(value))
+        for m in EXPR.finditer(str(value)):
+            for name in re.findall(r"inputs\.([\w-]+)", m.group(1)):
+                assert name in self.inputs, f"undeclared input {name}"
+        return Evaluator(self.context()).interpolate(str(value))
 
     def run(self) -> ActionRun:
         done: list[StepRun] = []

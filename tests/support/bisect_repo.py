@@ -16,7 +16,13 @@ from pathlib import Path
 
 from gate.flows.bisect_ab import ABRun, ABSettings, BuildUnderTest
 from gate.judge.verdict import Outcome, Verdict
-from gate.profile.diff import Change, DiffSettings, FunctionDiff, ProfileDiff, save_profile_diff
+from gate.profile.diff_file import (
+    Change,
+    DiffSettings,
+    FunctionDiff,
+    ProfileDiff,
+    save_profile_diff,
+)
 from support.factories import check
 from support.gitrepo import commit, init
 

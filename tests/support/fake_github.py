@@ -25,8 +25,11 @@ Failures to inject, consumed in order: `fail_next(status, times, headers, messag
 drops the connection without an answer ("drop"). `link_base` makes Link headers point to
 another server. `clock` is injectable (tests share a FakeClock with the client).
 
-Environments and labels (`gate trust`): GET /repos/{o}/{r}/environments/{name} answers from
-`environments`; GET /repos/{o}/{r}/issues/{n}/labels and DELETE .../labels/{name} use `labels`.
+Environments, labels and reviews (`gate trust`): GET /repos/{o}/{r}/environments/{name}
+answers from `environments`; GET /repos/{o}/{r}/issues/{n}/labels and DELETE
+.../labels/{name} use `labels`; GET /repos/{o}/{r}/pulls/{n}/reviews lists `reviews[n]`
+(oldest first, like GitHub), paged by per_page/page with Link headers; `add_review` builds one
+as GitHub shows it.
 
 Commits (`gate trust check-on-default-branch`): GET /repos/{o}/{r} names `default_branch`;
 GET /repos/{o}/{r}/compare/{base}...{head} answers GitHub's `status` from `branches` (a name ->
@@ -49,6 +52,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 GITHUB_ACTIONS = "github-actions[bot]"
+TOKEN = "ghs_FakeGitHubJobToken_0123456789"  # a job's GITHUB_TOKEN; the `fake` fixture accepts it
 MAX_BODY = 65_536
 RATE_LIMIT = 5000
 INTEGRATION_403 = "Resource not accessible by integration"
@@ -117,6 +121,7 @@ class FakeGitHub:
         self.default_branch = "main"
         self.branches: dict[str, list[str]] = {}  # branch -> its commits, oldest first
         self.elsewhere: set[str] = set()  # commits of other branches or forks
+        self.reviews: dict[int, list[dict[str, Any]]] = {}  # PR number -> reviews, oldest first
         self.requests: list[Recorded] = []
         self.failures: list[Failure] = []
         self.break_creates: list[str] = []
@@ -158,6 +163,11 @@ class FakeGitHub:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    def job_env(self, token: str = TOKEN) -> dict[str, str]:
+        """The variables a job's `gate` reads to reach this server as `token`."""
+        return {"GITHUB_API_URL": self.url, "GITHUB_REPOSITORY": self.repository,
+                "GITHUB_TOKEN": token}
 
     def fail_next(
         self,
@@ -203,6 +213,23 @@ class FakeGitHub:
         }
         self.comments.setdefault(issue, []).append(comment)
         return comment
+
+    def add_review(self, pr: int, login: str, state: str, commit_id: str) -> dict[str, Any]:
+        """A submitted review as GET .../pulls/{n}/reviews shows it."""
+        with self._lock:
+            self._next_id += 1
+            review = {
+                "id": self._next_id,
+                "user": {"login": login, "type": "User"},
+                "body": "",
+                "state": state,
+                "commit_id": commit_id,
+                "html_url": f"https://github.com/{self.repository}/pull/{pr}"
+                f"#pullrequestreview-{self._next_id}",
+                "submitted_at": "2026-01-01T00:00:00Z",
+            }
+            self.reviews.setdefault(pr, []).append(review)
+            return review
 
     def requests_to(self, method: str, fragment: str = "") -> list[Recorded]:
         return [r for r in self.requests if r.method == method and fragment in r.path]
@@ -276,6 +303,8 @@ class FakeGitHub:
             return 200, {}, {"full_name": self.repository, "default_branch": self.default_branch}
         if len(rest) == 2 and rest[0] == "compare" and method == "GET":
             return self._compare(unquote(rest[1]))
+        if rest[:1] == ["pulls"] and rest[2:] == ["reviews"] and rest[1].isdigit() and method == "GET":
+            return self._paged(path, self.reviews.get(int(rest[1]), []), query)
         if len(rest) == 2 and rest[0] == "pulls" and rest[1].isdigit() and method == "GET":
             pull = self.pulls.get(int(rest[1]))
             return (200, {}, pull) if pull else (404, {}, {"message": "Not Found"})
@@ -349,9 +378,11 @@ class FakeGitHub:
         return 404, {}, {"message": f"No commit found for SHA: {head}"}
 
     def _list(self, path: str, issue: int, query: dict[str, list[str]]):
+        return self._paged(path, self.comments.get(issue, []), query)
+
+    def _paged(self, path: str, items: list[dict[str, Any]], query: dict[str, list[str]]):
         per_page = min(int(query.get("per_page", ["30"])[0]), 100)
         page = int(query.get("page", ["1"])[0])
-        items = self.comments.get(issue, [])
         pages = max(1, -(-len(items) // per_page))
         chunk = items[(page - 1) * per_page : page * per_page]
         base = self.link_base or self.url

@@ -1,6 +1,7 @@
 """What a markdown document shows once rendered, with a real CommonMark renderer
 (markdown-it-py, GFM tables, raw HTML allowed as GitHub allows its safe subset): the HTML tags
-and the text outside code, where GitHub would make @mentions, #refs and images live."""
+and the text outside code, where GitHub would make @mentions, #refs and images live; and the
+links GitHub's own renderer (cmark-gfm, through cmarkgfm, autolinks included) would make."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import re
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
+import cmarkgfm
 from markdown_it import MarkdownIt
 
 # Tags the gate's own layout produces.
@@ -69,3 +71,20 @@ def render(md: str) -> Rendered:
     walker = _Walker()
     walker.feed(html)
     return walker.out
+
+
+class _Links(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.hrefs: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "a":
+            self.hrefs += [value or "" for name, value in attrs if name == "href"]
+
+
+def github_links(md: str) -> list[str]:
+    """Every link target in `md` as github.com renders it (GFM with its autolink extension)."""
+    parser = _Links()
+    parser.feed(cmarkgfm.github_flavored_markdown_to_html(md))
+    return parser.hrefs

@@ -4,32 +4,21 @@ text never becomes a workflow command, and a closed pipe never changes a command
 from __future__ import annotations
 
 import json
-import os
+import shlex
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from support.action_runner import runner_commands
-from support.factories import drain_results
+from support.cli import gate_command, gate_env, gate_subprocess
+from support.factories import drain_results, results_folder
 from support.gitrepo import commit, init
-from support.paths import REPO_ROOT
-
-from gate.measure.results import save_results
-
-
-def gate(*args: str, cwd: Path = REPO_ROOT, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "gate.cli", *args], capture_output=True,
-                          text=True, cwd=cwd, timeout=120, **kw)
 
 
 def test_json_key_name_in_an_error_prints_no_command(tmp_path):
     bad = tmp_path / "verdict.json"
     bad.write_text(json.dumps({"outcome": "pass", "\n::error title=Perf gate::PASS": 1}))
-    results = tmp_path / "head"
-    results.mkdir()
-    save_results(drain_results([233.0]), results / "results.json")
-    proc = gate("report", "--verdict", str(bad), "--head", str(results))
+    results = results_folder(tmp_path / "head", drain_results([233.0]))
+    proc = gate_subprocess("report", "--verdict", bad, "--head", results)
     assert proc.returncode == 2, proc.stderr
     assert "::error title=Perf gate::PASS" in proc.stderr  # shown, as text
     assert runner_commands(proc.stdout + proc.stderr) == []
@@ -40,7 +29,7 @@ def test_watched_file_named_like_a_command_prints_no_command(tmp_path):
     commit(repo, "base", {"vllm/v1/structured_output/utils.py": "x = 1\n"})
     evil = "vllm/v1/structured_output/evil name\n::warning title=Perf gate::pin_memory.py"
     commit(repo, "head", {evil: "y = torch.full((3,), -1).pin_memory()\n"})
-    proc = gate("hunks", "--repo", str(repo), "--base", "HEAD~1", "--head", "HEAD")
+    proc = gate_subprocess("hunks", "--repo", repo, "--base", "HEAD~1", "--head", "HEAD")
     assert proc.returncode == 0, proc.stderr
     assert "pin_memory" in proc.stderr
     assert runner_commands(proc.stdout + proc.stderr) == []
@@ -49,11 +38,10 @@ def test_watched_file_named_like_a_command_prints_no_command(tmp_path):
 @pytest.mark.parametrize(("head", "code"), [([233.0], 0), ([121.0], 1)])
 def test_closed_pipe_keeps_the_verdicts_exit_code(tmp_path, head, code):
     for name, figures in (("head", head), ("base", [233.0])):
-        (tmp_path / name).mkdir()
-        save_results(drain_results(figures), tmp_path / name / "results.json")
-    script = (f'"{sys.executable}" -m gate.cli compare head --against base | head -c 1 '
-              '> /dev/null; echo "${PIPESTATUS[0]}"')
+        results_folder(tmp_path / name, drain_results(figures))
+    gate = shlex.join(gate_command("compare", "head", "--against", "base"))
+    script = f'{gate} | head -c 1 > /dev/null; echo "${{PIPESTATUS[0]}}"'
     proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, cwd=tmp_path,
-                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, timeout=120)
+                          env=gate_env(), timeout=120)
     assert proc.stdout.strip() == str(code), proc.stderr
     assert "BrokenPipeError" not in proc.stderr and "Traceback" not in proc.stderr

@@ -13,7 +13,7 @@ from gate.evidence.attribution import (
     rank_hunks_by_evidence,
 )
 from gate.evidence.hunks import Hunk, extract_hunks
-from gate.profile.diff import Change, DiffSettings, FunctionDiff, ProfileDiff
+from gate.profile.diff_file import Change, DiffSettings, FunctionDiff, ProfileDiff
 
 SOURCE = '''\
 import functools

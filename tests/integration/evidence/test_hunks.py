@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
+from support.cli import gate_in_process
 from support.gitrepo import commit, git, init
 from support.trees import write
 
-from gate.cli import main as gate_cli_main
 from gate.core.errors import GateError
 from gate.evidence.hunks import HunkSet, extract_hunks, load_hunks
 
@@ -232,37 +232,30 @@ def test_unrelated_histories_is_gate_error(repo: Path):
         extract_hunks(repo, "main", "other")
 
 
-def _cli(argv: list[str]) -> int:
-    return gate_cli_main(argv)
-
-
-def test_cli_writes_hunks_json(repo: Path, tmp_path: Path, capsys):
+def test_cli_writes_hunks_json(repo: Path, tmp_path: Path):
     branch(repo)
     write(repo, UTILS, UTILS_NEW)
     commit(repo, "x")
     out = tmp_path / "out" / "hunks.json"
-    rc = _cli(["hunks", "--repo", str(repo), "--base", "main", "--head", "pr", "--out", str(out)])
-    assert rc == 0
+    proc = gate_in_process("hunks", "--repo", repo, "--base", "main", "--head", "pr", "--out", out)
+    assert proc.returncode == 0
     hs = load_hunks(out)
     assert isinstance(hs, HunkSet) and hs.hunks[0].mechanisms
-    assert "touch known regression mechanisms" in capsys.readouterr().err
+    assert "touch known regression mechanisms" in proc.stderr
 
 
-def test_cli_stdout_and_also_watch(repo: Path, capsys):
+def test_cli_prints_hunks_json_and_watches_extra_globs(repo: Path):
     branch(repo)
     write(repo, "README.md", "changed\n")
     commit(repo, "x")
-    rc = _cli(["hunks", "--repo", str(repo), "--base", "main", "--head", "pr",
-               "--also-watch", "*.md"])
-    assert rc == 0
-    data = json.loads(capsys.readouterr().out)
+    proc = gate_in_process("hunks", "--repo", repo, "--base", "main", "--head", "pr",
+                           "--also-watch", "*.md")
+    assert proc.returncode == 0
+    data = json.loads(proc.stdout)
     assert [h["path"] for h in data["hunks"]] == ["README.md"]
 
 
-def test_gate_cli_missing_ref_exits_2_without_traceback(repo: Path, capsys):
-    from gate.cli import main
-
-    rc = main(["hunks", "--repo", str(repo), "--base", "main", "--head", "nope"])
-    err = capsys.readouterr().err
-    assert rc == 2
-    assert "git ref 'nope' does not exist" in err and "Traceback" not in err
+def test_gate_cli_missing_ref_exits_2_without_traceback(repo: Path):
+    proc = gate_in_process("hunks", "--repo", repo, "--base", "main", "--head", "nope")
+    assert proc.returncode == 2
+    assert "git ref 'nope' does not exist" in proc.stderr and "Traceback" not in proc.stderr

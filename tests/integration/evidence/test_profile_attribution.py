@@ -20,14 +20,14 @@ import time
 from pathlib import Path
 
 import pytest
+from support.cli import gate_subprocess
 from support.gitrepo import git
-from support.vllm_helpers import run_gate
 
 from gate.evidence.attribution import load_evidence
 from gate.evidence.hunks import load_hunks
 from gate.profile.data import ProcessInfo, save_build_profile
-from gate.profile.diff import load_profile_diff
-from gate.profile.sampling import Sampler, SamplingOptions, assemble_profile
+from gate.profile.diff_file import load_profile_diff
+from gate.profile.sampling import SampledLoad, Sampler, SamplingOptions, assemble_profile
 
 UTILS = "vllm/v1/structured_output/utils.py"
 BASE_STEPS = 4000  # loop iterations per call (per token) of each of the three steps
@@ -130,8 +130,9 @@ def profile_side_by_side(builds: dict[str, Path], root: Path) -> dict[str, Path]
             prog.wait(timeout=30)
     for label, sampler in samplers.items():
         events = [(t, 1.0) for t in json.loads((root / f"{label}.json").read_text())]
-        profile = assemble_profile(sampler.result(), events, procs[label], opts, t0, label=label,
-                                   source="workload.py", roots=[builds[label]])
+        sampled = SampledLoad(sampler.result(), procs[label], events, t0)
+        profile = assemble_profile(sampled, opts, label=label, source="workload.py",
+                                   roots=[builds[label]])
         save_build_profile(profile, root / label)
     return {label: root / label for label in builds}
 
@@ -141,14 +142,14 @@ def pr_profiles(tmp_path_factory):
     root = tmp_path_factory.mktemp("pr")
     repo, base, head = build_repo(root)
     hunks = root / "hunks.json"
-    proc = run_gate("hunks", "--repo", str(repo), "--base", base, "--head", head,
+    proc = gate_subprocess("hunks", "--repo", str(repo), "--base", base, "--head", head,
                     "--out", str(hunks))
     assert proc.returncode == 0, proc.stderr
     dirs = profile_side_by_side({"base": checkout(repo, base, root / "checkout-base"),
                                  "head": checkout(repo, head, root / "checkout-head")}, root)
     out = root / "diff"
     # The workload never spin-waits: CPU time tells its work from waiting for a core.
-    proc = run_gate("profile", "diff", str(dirs["base"]), str(dirs["head"]), "--hunks", str(hunks),
+    proc = gate_subprocess("profile", "diff", str(dirs["base"]), str(dirs["head"]), "--hunks", str(hunks),
                     "--repo", str(repo), "--out", str(out), "--basis", "cpu")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return hunks, out, proc.stdout
@@ -204,7 +205,7 @@ def test_the_unchanged_speed_functions_show_no_significant_difference(pr_profile
     assert 1 / 1.5 < fill.self_time.head / fill.self_time.base / (SLOWED_STEPS / BASE_STEPS) < 1.5
 
 
-def test_artifacts(pr_profiles):
+def test_profile_diff_writes_folded_stacks_flame_graph_and_section(pr_profiles):
     _, out, _ = pr_profiles
     diff = load_profile_diff(out / "profile-diff.json")
     folded = (out / "diff.folded").read_text().splitlines()

@@ -10,27 +10,19 @@ from support.fake_github import GITHUB_ACTIONS, SECONDARY_MESSAGE, FakeClock, Fa
 
 from gate.core.errors import EXIT_ERROR
 from gate.github.client import (
+    Clock,
     GitHubClient,
     GitHubError,
     GitHubForbidden,
     GitHubRateLimited,
     GitHubWriteUnknown,
+    RetryPolicy,
 )
 
 
-@pytest.fixture
-def clock():
-    return FakeClock()
-
-
-@pytest.fixture
-def fake(clock):
-    with FakeGitHub(clock=clock.now) as server:
-        yield server
-
-
 def client(fake: FakeGitHub, clock: FakeClock, token: str = "good-token", **kw) -> GitHubClient:
-    return GitHubClient(fake.url, fake.repository, token, sleep=clock.sleep, now=clock.now, **kw)
+    return GitHubClient(fake.url, fake.repository, token, clock=Clock(clock.sleep, clock.now),
+                        retry=RetryPolicy(**kw))
 
 
 def test_lists_all_pages_with_per_page_100(fake, clock):
@@ -88,7 +80,7 @@ def test_every_answer_carries_rate_limit_headers(fake, clock):
     assert bad.status_code == 401 and "x-ratelimit-remaining" in bad.headers
 
 
-def test_authenticated_login(fake, clock):
+def test_authenticated_login_names_a_personal_token_and_none_for_an_installation(fake, clock):
     assert client(fake, clock).authenticated_login() is None  # installation token: 403
     fake.user_tokens["pat"] = "octocat"
     assert client(fake, clock, token="pat").authenticated_login() == "octocat"
@@ -198,7 +190,8 @@ def test_fork_token_write_is_forbidden_not_retried(fake, clock):
 def test_connection_refused_is_retried_then_reported():
     slept: list[float] = []
     c = GitHubClient(
-        "http://127.0.0.1:9", "o/r", "t", sleep=slept.append, max_retries=2, timeout_s=2
+        "http://127.0.0.1:9", "o/r", "t", clock=Clock(sleep=slept.append),
+        retry=RetryPolicy(max_retries=2, timeout_s=2),
     )
     with pytest.raises(GitHubError, match="no answer after 3 attempts"):
         c.list_comments(1)

@@ -14,16 +14,17 @@ import pytest
 from support import factories as f
 from support import markdown_check
 from support.action_runner import read_outputs
-from support.fake_github import GITHUB_ACTIONS, FakeClock, FakeGitHub
+from support.cli import gate_in_process
+from support.fake_github import GITHUB_ACTIONS, TOKEN, FakeClock, FakeGitHub
 
-from gate.cli import main
 from gate.core.errors import GateError
 from gate.core.settings import Settings
 from gate.evidence.hunks import Hunk, HunkSet
-from gate.github.client import GitHubClient
+from gate.github.client import Clock, GitHubClient
 from gate.github.comment_file import CommentRun, load_comment_file
 from gate.github.publish import (
     MAX_COMMENT_CHARS,
+    PostTarget,
     PublishOptions,
     marker,
     outcome_of,
@@ -33,20 +34,7 @@ from gate.github.publish import (
 from gate.judge.verdict import Outcome, Verdict
 from gate.report.render import outcome_tag
 
-TOKEN = "ghs_SuperSecretToken0123456789"
 FORGED = "@org/team <img src=x onerror=alert(1)> **PASS** <!-- vllm-structured-output-gate:default -->"
-
-
-@pytest.fixture
-def clock():
-    return FakeClock()
-
-
-@pytest.fixture
-def fake(clock):
-    with FakeGitHub(clock=clock.now) as server:
-        server.good_tokens.add(TOKEN)
-        yield server
 
 
 def settings_for(fake: FakeGitHub, tmp_path: Path, token: str | None = TOKEN, **kw) -> Settings:
@@ -67,7 +55,7 @@ def settings_for(fake: FakeGitHub, tmp_path: Path, token: str | None = TOKEN, **
 def factory(clock: FakeClock):
     def make(settings: Settings) -> GitHubClient:
         return GitHubClient(settings.api_url, settings.repository, settings.github_token,
-                            sleep=clock.sleep, now=clock.now)
+                            clock=Clock(clock.sleep, clock.now))
     return make
 
 
@@ -299,14 +287,14 @@ def test_post_comment_file_validates_pr_and_head(fake, clock, tmp_path):
     s = settings_for(fake, tmp_path)
     path = f.comment_file(tmp_path)
     with pytest.raises(GateError, match="refusing to post"):
-        post_comment_file(s, path, expect_head_sha="b" * 40, client_factory=factory(clock))
+        post_comment_file(s, path, target=PostTarget(expect_head_sha="b" * 40), client_factory=factory(clock))
     assert not fake.requests_to("POST")
-    assert post_comment_file(s, path, expect_head_sha="a" * 40, client_factory=factory(clock),
+    assert post_comment_file(s, path, target=PostTarget(expect_head_sha="a" * 40), client_factory=factory(clock),
                              err=io.StringIO()) == 0
     (comment,) = fake.comments[12]
     assert comment["body"].count(marker("default")) == 1
     assert comment["body"].split("\n")[2].startswith("### ✅ PASS: drain req/min")
-    post_comment_file(s, path, expect_head_sha="a" * 40, client_factory=factory(clock),
+    post_comment_file(s, path, target=PostTarget(expect_head_sha="a" * 40), client_factory=factory(clock),
                       err=io.StringIO())
     assert len(fake.comments[12]) == 1  # a second post updates the same comment
 
@@ -344,16 +332,15 @@ def test_a_legacy_comment_file_with_a_body_is_refused(fake, clock, tmp_path):
     assert not fake.requests
 
 
-def test_rate_limit_past_max_wait_exits_4_from_the_poster(fake, tmp_path, monkeypatch, capsys):
+def test_rate_limit_past_max_wait_exits_4_from_the_poster(fake, tmp_path, monkeypatch):
     """A retry-after longer than --max-wait: exit 4 with the reason, no early retry."""
     path = f.comment_file(tmp_path)
     fake.secondary_limit(retry_after=900)
-    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
-    monkeypatch.setenv("GITHUB_REPOSITORY", fake.repository)
-    monkeypatch.setenv("GITHUB_API_URL", fake.url)
-    code = main(["publish", "--post-comment-file", str(path), "--pr", "12", "--max-wait", "60"])
-    assert code == 4
-    err = capsys.readouterr().err
+    for key, value in fake.job_env().items():
+        monkeypatch.setenv(key, value)
+    proc = gate_in_process("publish", "--post-comment-file", path, "--pr", "12", "--max-wait", "60")
+    assert proc.returncode == 4
+    err = proc.stderr
     assert "gate: error:" in err and "retry-after 900 s" in err and "not retrying early" in err
     assert len(fake.requests) == 1 and not fake.comments
 
@@ -368,22 +355,23 @@ def write_inputs(tmp_path: Path, outcome: Outcome) -> dict[str, Path]:
     return paths
 
 
-def test_token_never_printed_nor_written(fake, tmp_path, capsys, monkeypatch):
-    env = {"GITHUB_TOKEN": TOKEN, "GITHUB_REPOSITORY": fake.repository,
-           "GITHUB_API_URL": fake.url, "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
+def test_token_never_printed_nor_written(fake, tmp_path, monkeypatch):
+    env = {**fake.job_env(), "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
            "GITHUB_OUTPUT": str(tmp_path / "output.txt"), "GATE_PR_NUMBER": "12"}
     for key, value in env.items():
         monkeypatch.setenv(key, value)
+    printed = []
     for outcome in (Outcome.PASS, Outcome.FAIL):
         p = write_inputs(tmp_path, outcome)
-        assert main(["publish", "--verdict", str(p["verdict"]), "--head", str(p["head"]),
-                     "--hunks", str(p["hunks"]), "--comment-file", str(tmp_path / "c.json")]
-                    ) == outcome.exit_code
+        proc = gate_in_process("publish", "--verdict", p["verdict"], "--head", p["head"],
+                               "--hunks", p["hunks"], "--comment-file", tmp_path / "c.json")
+        assert proc.returncode == outcome.exit_code
+        printed.append(proc.stdout + proc.stderr)
     fake.fail_next(403, times=1, message="Resource not accessible by integration", method="PATCH")
-    main(["publish", "--verdict", str(p["verdict"]), "--comment-file", str(tmp_path / "c.json")])
+    proc = gate_in_process("publish", "--verdict", p["verdict"], "--comment-file", tmp_path / "c.json")
+    printed.append(proc.stdout + proc.stderr)
     assert repr(Settings.from_env()).count(TOKEN) == 0
-    captured = capsys.readouterr()
-    assert TOKEN not in captured.out + captured.err
+    assert all(TOKEN not in text for text in printed)
     assert (tmp_path / "c.json").exists()
     for path in tmp_path.rglob("*"):
         if path.is_file():
@@ -408,12 +396,11 @@ def test_matrix_runs_merge_under_one_marker_within_the_limit(fake, clock, tmp_pa
         run = CommentRun(verdict=f.verdict(outcome, headline=f"report of {runner}"),
                          head=f.sweep_results("head", f.REGRESSED), hunks=big_hunks(300))
         files.append(f.comment_file(folder, [run]))
-    for key, value in {"GITHUB_TOKEN": TOKEN, "GITHUB_REPOSITORY": fake.repository,
-                       "GITHUB_API_URL": fake.url, "GATE_PR_NUMBER": "12"}.items():
+    for key, value in {**fake.job_env(), "GATE_PR_NUMBER": "12"}.items():
         monkeypatch.setenv(key, value)
-    code = main(["publish", "--marker-id", "matrix", "--combine", str(files[0]), "--combine",
-                 str(files[1]), "--label", "a100", "--label", "h100"])
-    assert code == 1
+    proc = gate_in_process("publish", "--marker-id", "matrix", "--combine", files[0],
+                           "--combine", files[1], "--label", "a100", "--label", "h100")
+    assert proc.returncode == 1, proc.stderr
     (comment,) = fake.comments[12]
     body = comment["body"]
     assert len(body) <= MAX_COMMENT_CHARS
@@ -424,3 +411,48 @@ def test_matrix_runs_merge_under_one_marker_within_the_limit(fake, clock, tmp_pa
     assert "m0.py" in body.split("### h100")[1]
     shown = markdown_check.render(body)
     assert set(shown.tags) <= markdown_check.OWN_TAGS
+
+
+# -- the marker id is the poster's workflow's (issue 16, item 7) ---------------------------
+@pytest.mark.parametrize("value", ["default\n", "a100\nx", "a" * 65, "matrix ", "ab/c"])
+def test_a_marker_id_must_be_the_whole_string(value, tmp_path):
+    with pytest.raises(GateError, match="marker id"):
+        Settings.from_env({"GATE_MARKER_ID": value})
+    path = tmp_path / "gate-comment.json"
+    data = json.loads(f.comment_file(tmp_path).read_text())
+    path.write_text(json.dumps({**data, "marker_id": value}))
+    with pytest.raises(GateError, match="invalid comment file"):
+        load_comment_file(path)
+    data["runs"][0]["label"] = value
+    path.write_text(json.dumps(data))
+    with pytest.raises(GateError, match="invalid comment file"):
+        load_comment_file(path)
+
+
+def test_the_poster_refuses_a_file_for_another_marker(fake, clock, tmp_path):
+    """The hand-over came from a run of PR code: it may not choose which sticky comment (of
+    this bot, under another marker) the poster edits."""
+    fake.add_comment(12, f.sticky_body(Outcome.PASS, "matrix"), login=GITHUB_ACTIONS)
+    path = tmp_path / "gate-comment.json"
+    data = json.loads(f.comment_file(tmp_path).read_text())
+    path.write_text(json.dumps({**data, "marker_id": "matrix"}))
+    with pytest.raises(GateError, match="is for the comment 'matrix', not this workflow's "
+                                        "'default'"):
+        post_comment_file(settings_for(fake, tmp_path), path, client_factory=factory(clock))
+    assert not fake.requests_to("PATCH") and not fake.requests_to("POST")
+    assert fake.comments[12][0]["body"] == f.sticky_body(Outcome.PASS, "matrix")
+    # the workflow that owns that marker posts it
+    post_comment_file(settings_for(fake, tmp_path, marker_id="matrix"), path,
+                      client_factory=factory(clock), err=io.StringIO())
+    assert fake.comments[12][0]["body"].startswith(marker("matrix") + "\n")
+
+
+def test_the_poster_command_takes_the_marker_from_its_flag(fake, tmp_path, monkeypatch, capsys):
+    path = f.comment_file(tmp_path)  # marker "default"
+    for key, value in {"GITHUB_TOKEN": TOKEN, "GITHUB_REPOSITORY": fake.repository,
+                       "GITHUB_API_URL": fake.url}.items():
+        monkeypatch.setenv(key, value)
+    proc = gate_in_process("publish", "--post-comment-file", str(path), "--pr", "12",
+                           "--marker-id", "matrix")
+    assert proc.returncode == 2 and "refusing to post" in proc.stderr
+    assert not fake.comments.get(12)

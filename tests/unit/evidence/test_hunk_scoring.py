@@ -6,7 +6,7 @@ from __future__ import annotations
 from gate.evidence.hunks import DEFAULT_WATCH, glob_to_regex, score_hunk
 
 
-def test_glob_semantics():
+def test_watch_globs_star_stays_in_a_folder_double_star_spans_folders():
     assert glob_to_regex("vllm/v1/sample/**").match("vllm/v1/sample/a/b.py")
     assert not glob_to_regex("vllm/v1/sample/**").match("vllm/v1/sampler.py")
     assert glob_to_regex("vllm/*.py").match("vllm/a.py")

@@ -10,22 +10,21 @@ import re
 import pytest
 from support import factories as f
 from support.action_runner import read_outputs
+from support.cli import gate_in_process
 from support.fake_github import GITHUB_ACTIONS
 
-from gate.cli import main
 from gate.core.errors import GateError
 from gate.core.settings import Settings
 from gate.evidence.hunks import Hunk, HunkSet
 from gate.github.comment_file import load_comment_file
 from gate.github.publish import (
-    annotations,
-    escape_data,
-    escape_property,
     find_sticky,
+    hunk_annotations,
     marker,
     outcome_of,
     write_outputs,
 )
+from gate.github.workflow_commands import escape_data, escape_property
 from gate.judge.verdict import Outcome, Verdict
 from gate.report.render import outcome_tag
 
@@ -46,13 +45,13 @@ def test_outputs_are_multiline_safe(tmp_path):
     assert read_outputs(path) == {"a": "line1\nline2", "b": "x"}
 
 
-def test_annotation_escaping():
+def test_annotation_data_and_properties_are_escaped_so_nothing_is_a_command():
     assert escape_data("50%\r\nnext") == "50%25%0D%0Anext"
     assert escape_property("a:b,c%\n") == "a%3Ab%2Cc%25%0A"
     hunks = HunkSet(repo="r", base="b", head="h", merge_base="m", watch=[], hunks=[
         Hunk(path="x,y:z.py", new_start=1, new_lines=1, section="::error::injected\n")])
     v = Verdict(outcome=Outcome.FAIL, headline="FAIL: 100% slower", mode="ab")
-    (line,) = annotations(hunks, v, prefix="src/")
+    (line,) = hunk_annotations(hunks, v, prefix="src/")
     assert line.startswith("::warning file=src/x%2Cy%3Az.py,line=1,endLine=1,title=")
     message = line.split("::", 2)[2]
     assert "\n" not in line and "100%25 slower" in message
@@ -66,7 +65,7 @@ def test_a_path_with_a_newline_and_error_command_stays_one_annotation():
     hunks = HunkSet(repo="r", base="b", head="h", merge_base="m", watch=[], hunks=[
         Hunk(path=path, new_start=3, new_lines=1, section="def f():\n::error::x")])
     v = Verdict(outcome=Outcome.FAIL, headline="FAIL: x\n::error::headline", mode="ab")
-    lines = "\n".join(annotations(hunks, v)).split("\n")
+    lines = "\n".join(hunk_annotations(hunks, v)).split("\n")
     assert len(lines) == 1 and lines[0].startswith("::warning file=")
     assert "file=vllm/v1/sample/evil%0A%3A%3Aerror title=Perf gate%3A%3APASS%0D%0A.py," in lines[0]
     assert not any(line.startswith("::error") for line in re.split(r"[\r\n]", lines[0]))
@@ -96,10 +95,11 @@ def test_comment_file_rejects_bad_marker_and_labels(tmp_path):
         load_comment_file(path)
 
 
-def test_publish_cli_needs_one_kind_of_input(tmp_path, capsys):
-    assert main(["publish"]) == 2
-    assert "needs --verdict (one run) or --combine" in capsys.readouterr().err
-    assert main(["publish", "--max-wait", "-1", "--verdict", "v.json"]) == 2
+def test_publish_cli_needs_one_kind_of_input(tmp_path):
+    proc = gate_in_process("publish")
+    assert proc.returncode == 2
+    assert "needs --verdict (one run) or --combine" in proc.stderr
+    assert gate_in_process("publish", "--max-wait", "-1", "--verdict", "v.json").returncode == 2
 
 
 def test_settings_read_pr_from_events(tmp_path):
@@ -124,4 +124,5 @@ def test_settings_read_pr_from_events(tmp_path):
 
 def test_combine_rejects_a_label_count_mismatch(tmp_path):
     path = f.comment_file(tmp_path)
-    assert main(["publish", "--combine", str(path), "--label", "a", "--label", "b"]) == 2
+    proc = gate_in_process("publish", "--combine", path, "--label", "a", "--label", "b")
+    assert proc.returncode == 2 and "one --label per --combine file" in proc.stderr

@@ -5,10 +5,10 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from support.factories import cell, drain_results, gpu_plan, make_results
+from support.cli import gate_in_process
+from support.factories import cell, drain_results, gpu_plan, make_results, results_folder
 from support.paths import REPO_ROOT
 
-from gate.cli import main as gate_cli_main
 from gate.core.errors import GateError
 from gate.judge.baseline import (
     find_baseline,
@@ -20,7 +20,6 @@ from gate.judge.baseline import (
 )
 from gate.judge.compare import compare_results
 from gate.judge.verdict import Outcome
-from gate.measure.results import save_results
 from gate.plan.spec import load_plan
 from gate.plan.thresholds import Thresholds
 
@@ -98,17 +97,14 @@ def test_broken_baseline_names_file_and_key(tmp_path, text, words):
 
 
 @pytest.fixture
-def gate_main(monkeypatch):
+def no_ci_branch(monkeypatch):
+    """No GITHUB_REF_NAME or GITHUB_SHA: the branch and commit come from the command line."""
     monkeypatch.delenv("GITHUB_REF_NAME", raising=False)
     monkeypatch.delenv("GITHUB_SHA", raising=False)
-    return gate_cli_main
 
 
 def _saved(results, tmp_path, name="run"):
-    folder = tmp_path / name
-    folder.mkdir()
-    save_results(results, folder / "results.json")
-    return str(folder)
+    return results_folder(tmp_path / name, results)
 
 
 def _sweep_run(rpm_values):
@@ -119,11 +115,12 @@ def _sweep_run(rpm_values):
     return make_results(cells, plan=gpu_plan(levels=(8,), repeats=len(rpm_values)))
 
 
-def test_update_writes_then_keeps_history(gate_main, tmp_path):
+def test_update_writes_then_keeps_history(no_ci_branch, tmp_path):
     store = tmp_path / "baselines"
     first = _saved(_sweep_run([230.0, 232.0]), tmp_path, "first")
-    assert gate_main(["baseline", "update", first, "--baselines-dir", str(store), "--branch", "main",
-                      "--commit", "abc1234"]) == 0
+    proc = gate_in_process("baseline", "update", first, "--baselines-dir", store,
+                           "--branch", "main", "--commit", "abc1234")
+    assert proc.returncode == 0, proc.stderr
     (path,) = store.glob("*.yaml")
     b = load_baseline(path)
     assert b.figures["drain.req_per_min"].values == [230.0, 232.0]
@@ -132,8 +129,9 @@ def test_update_writes_then_keeps_history(gate_main, tmp_path):
     assert b.plan_hash == gpu_plan(levels=(8,)).measurement_hash()
 
     second = _saved(_sweep_run([228.0, 229.0, 227.0]), tmp_path, "second")
-    assert gate_main(["baseline", "update", second, "--baselines-dir", str(store), "--branch", "main",
-                      "--commit", "def5678"]) == 0
+    proc = gate_in_process("baseline", "update", second, "--baselines-dir", store,
+                           "--branch", "main", "--commit", "def5678")
+    assert proc.returncode == 0, proc.stderr
     assert list(store.glob("*.yaml")) == [path]
     b = load_baseline(path)
     assert b.figures["drain.req_per_min"].values == [228.0, 229.0, 227.0]
@@ -144,11 +142,12 @@ def test_update_writes_then_keeps_history(gate_main, tmp_path):
     assert found == path
 
 
-def test_update_over_reported_seed_keeps_it_in_history(gate_main, tmp_path):
+def test_update_over_reported_seed_keeps_it_in_history(no_ci_branch, tmp_path):
     store = tmp_path / "baselines"
     shutil.copytree(BASELINES, store)
     run = _saved(_sweep_run([231.0, 234.0]), tmp_path)
-    assert gate_main(["baseline", "update", run, "--baselines-dir", str(store), "--branch", "main"]) == 0
+    proc = gate_in_process("baseline", "update", run, "--baselines-dir", store, "--branch", "main")
+    assert proc.returncode == 0, proc.stderr
     b = load_baseline(store / SEED.name)
     assert b.provenance.kind == "measured" and b.history[0].provenance.kind == "reported"
     assert b.hardware_key == "1x NVIDIA A100-SXM4-80GB"
@@ -165,26 +164,27 @@ def test_update_over_reported_seed_keeps_it_in_history(gate_main, tmp_path):
          "not complete"),
     ],
 )
-def test_update_refuses_and_leaves_file_byte_identical(gate_main, tmp_path, capsys, results, argv, words):
+def test_update_refuses_and_leaves_file_byte_identical(no_ci_branch, tmp_path, results, argv,
+                                                       words):
     store = tmp_path / "baselines"
     shutil.copytree(BASELINES, store)
     before = {p.relative_to(store): p.read_bytes() for p in store.rglob("*") if p.is_file()}
     run = _saved(results(), tmp_path)
-    assert gate_main(["baseline", "update", run, "--baselines-dir", str(store), *argv]) == 2
-    assert words in capsys.readouterr().err
+    proc = gate_in_process("baseline", "update", run, "--baselines-dir", store, *argv)
+    assert proc.returncode == 2 and words in proc.stderr
     assert {p.relative_to(store): p.read_bytes() for p in store.rglob("*") if p.is_file()} == before
 
 
-def test_update_branch_from_environment(gate_main, tmp_path, monkeypatch):
+def test_update_branch_from_environment(no_ci_branch, tmp_path, monkeypatch):
     monkeypatch.setenv("GITHUB_REF_NAME", "trunk")
     run = _saved(_sweep_run([230.0]), tmp_path)
     store = tmp_path / "b"
-    assert gate_main(["baseline", "update", run, "--baselines-dir", str(store), "--default-branch", "trunk"]) == 0
+    update = ("baseline", "update", run, "--baselines-dir", store, "--default-branch", "trunk")
+    assert gate_in_process(*update).returncode == 0
     assert load_baseline(next(store.glob("*.yaml"))).provenance.branch == "trunk"
     monkeypatch.setenv("GITHUB_REF_NAME", "pr-branch")
-    assert gate_main(["baseline", "update", run, "--baselines-dir", str(store), "--default-branch", "trunk"]) == 2
-    assert gate_main(["baseline", "update", run, "--baselines-dir", str(store), "--default-branch", "trunk",
-                      "--force-branch"]) == 0
+    assert gate_in_process(*update).returncode == 2
+    assert gate_in_process(*update, "--force-branch").returncode == 0
 
 
 def test_full_a100_plan_run_against_reported_seed_baseline():

@@ -5,25 +5,28 @@ from __future__ import annotations
 import json
 
 import pytest
+from support.cli import gate_in_process
 from support.factories import (
     cell,
     drain_results,
     gpu_plan,
     make_results,
     ratio_results,
+    results_folder,
 )
+from support.paths import REPO_ROOT
 
-from gate.cli import main as gate_cli_main
 from gate.cli.common import assignments
 from gate.core.errors import GateError
 from gate.judge.baseline import load_baseline
 from gate.judge.checks import results_figures
 from gate.judge.compare import compare_results
 from gate.judge.verdict import Outcome, Verdict, load_verdict
-from gate.measure.results import merge_results, save_results
+from gate.measure.results import merge_results
 from gate.plan.thresholds import Thresholds
 
 T = Thresholds()
+BASELINES = REPO_ROOT / "baselines"
 
 
 def check(verdict: Verdict, name: str):
@@ -217,7 +220,7 @@ def test_merge_refuses_other_plan():
 # ---------------------------------------------------------------- thresholds, verdict file
 
 
-def test_threshold_overrides():
+def test_threshold_overrides_refuse_unknown_names_and_bad_values():
     t = T.with_overrides(assignments(["drain_throughput_pct=15", "ratio_min_concurrency=4"], "--threshold"))
     assert t.drain_throughput_pct == 15.0 and t.ratio_min_concurrency == 4
     with pytest.raises(GateError, match="unknown threshold 'tpot_p95_pct'"):
@@ -250,51 +253,41 @@ def test_verdict_json_round_trip(tmp_path):
 # ---------------------------------------------------------------- CLI
 
 
-@pytest.fixture
-def gate_main():
-    return gate_cli_main
-
-
-def _save(results, folder):
-    folder.mkdir(parents=True, exist_ok=True)
-    save_results(results, folder / "results.json")
-    return folder
-
-
 @pytest.mark.parametrize(
     ("head", "code"),
     [([121.0], 1), ([224.0], 0), ([180.0, 230.0, 205.0], 3)],
 )
-def test_cli_exit_codes_ab(gate_main, tmp_path, capsys, head, code):
-    h = _save(drain_results(head), tmp_path / "head")
-    b = _save(drain_results([240.0, 225.0, 233.0] if len(head) > 1 else [233.0]), tmp_path / "base")
-    assert gate_main(["compare", str(h), "--against", str(b / "results.json")]) == code
-    out = capsys.readouterr().out
-    assert out.splitlines()[0].startswith(("PASS", "FAIL", "INCONCLUSIVE"))
-    assert "interval" in out and "threshold" in out
+def test_compare_command_prints_the_verdict_and_exits_with_its_code(tmp_path, head, code):
+    h = results_folder(tmp_path / "head", drain_results(head))
+    base = drain_results([240.0, 225.0, 233.0] if len(head) > 1 else [233.0])
+    b = results_folder(tmp_path / "base", base)
+    proc = gate_in_process("compare", h, "--against", b / "results.json")
+    assert proc.returncode == code
+    assert proc.stdout.splitlines()[0].startswith(("PASS", "FAIL", "INCONCLUSIVE"))
+    assert "interval" in proc.stdout and "threshold" in proc.stdout
     verdict = load_verdict(h / "verdict.json")
     assert verdict.exit_code == code and verdict.mode == "ab"
 
 
-def test_cli_error_and_bad_input(gate_main, tmp_path, capsys):
-    h = _save(_guided_drain(failed=2), tmp_path / "head")
-    assert gate_main(["compare", str(h)]) == 4
-    ok = _save(drain_results([233.0]), tmp_path / "ok")
-    assert gate_main(["compare", str(ok), "--threshold", "nope=1"]) == 2
-    assert "unknown threshold" in capsys.readouterr().err
-    assert gate_main(["compare", str(tmp_path / "missing.json")]) == 2
+def test_compare_command_exits_4_on_failed_requests_and_2_on_bad_input(tmp_path):
+    h = results_folder(tmp_path / "head", _guided_drain(failed=2))
+    assert gate_in_process("compare", h).returncode == 4
+    ok = results_folder(tmp_path / "ok", drain_results([233.0]))
+    proc = gate_in_process("compare", ok, "--threshold", "nope=1")
+    assert proc.returncode == 2 and "unknown threshold" in proc.stderr
+    assert gate_in_process("compare", tmp_path / "missing.json").returncode == 2
 
 
-def test_cli_baseline_auto_and_out(gate_main, tmp_path, capsys):
-    h = _save(drain_results([121.0]), tmp_path / "head")
+def test_compare_command_finds_the_baseline_of_its_hardware_or_says_why_not(tmp_path):
+    h = results_folder(tmp_path / "head", drain_results([121.0]))
     out = tmp_path / "v" / "verdict.json"
-    code = gate_main(["compare", str(h), "--baseline", "auto", "--baselines-dir", "baselines", "--out", str(out)])
-    assert code == 1
+    proc = gate_in_process("compare", h, "--baseline", "auto", "--baselines-dir", BASELINES,
+                           "--out", out)
+    assert proc.returncode == 1
     verdict = load_verdict(out)
     assert verdict.mode == "baseline" and verdict.baseline.endswith(".yaml")
     assert check(verdict, "drain.req_per_min").delta_pct == pytest.approx(-48.1, abs=0.1)
-    capsys.readouterr()
-    other = _save(drain_results([121.0], gpu="NVIDIA L4"), tmp_path / "l4")
-    assert gate_main(["compare", str(other), "--baseline", "auto"]) == 2
-    err = capsys.readouterr().err
-    assert "hardware" in err and "NVIDIA L4" in err and "--against" in err
+    other = results_folder(tmp_path / "l4", drain_results([121.0], gpu="NVIDIA L4"))
+    proc = gate_in_process("compare", other, "--baseline", "auto", "--baselines-dir", BASELINES)
+    assert proc.returncode == 2
+    assert "hardware" in proc.stderr and "NVIDIA L4" in proc.stderr and "--against" in proc.stderr

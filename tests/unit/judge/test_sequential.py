@@ -107,7 +107,7 @@ def test_a_run_noisier_than_its_profile_is_noticed():
     assert false_alarms / 2000 <= 0.02  # a 1% test
 
 
-def test_log_samples():
+def test_log_sample_of_one_value_has_no_spread_and_refuses_zero():
     s = seq.log_sample([100.0])
     assert s == LogSample(math.log(100.0), None, 1)
     m = seq.log_sample_from_moments(233.0, 0.45, 1)
@@ -151,7 +151,7 @@ def test_one_look_is_the_fixed_bonferroni_level():
     (Interval(-5, -9, 3), seq.HIGHER, Outcome.PASS),
     (Interval(-20, -25, -15), seq.LOWER, Outcome.PASS),  # faster latency is no regression
 ])
-def test_decide(interval, direction, outcome):
+def test_an_interval_past_the_threshold_fails_inside_it_passes_across_it_is_inconclusive(interval, direction, outcome):
     assert seq.decide(interval, 10.0, direction) == outcome
 
 
@@ -225,7 +225,7 @@ def test_disjoint_intervals_are_flagged():
     assert state.checks["c0"].disjoint and state.checks["c0"].interval.lo_pct > 10.0
 
 
-def test_design_is_checked():
+def test_bad_designs_and_unknown_checks_are_refused():
     with pytest.raises(ValueError):
         SequentialDesign(0, 3)
     with pytest.raises(ValueError, match="family"):

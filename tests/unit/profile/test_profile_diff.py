@@ -8,7 +8,8 @@ from support.paths import FIXTURES
 from support.profiles import FAST, MAIN, SLOW, STEP, make_profile, steady
 
 from gate.profile.data import load_build_profile
-from gate.profile.diff import DiffSettings, count_functions, diff_profiles, per_1k, render_table
+from gate.profile.diff import count_functions, diff_profiles, per_1k, render_table
+from gate.profile.diff_file import DiffSettings
 
 
 def row(diff, spec):

@@ -9,7 +9,8 @@ import pytest
 from support.profiles import make_profile, steady
 
 from gate.evidence.attribution import Evidence, FunctionEvidence, RankedHunk
-from gate.profile.diff import DiffSettings, diff_profiles
+from gate.profile.diff import diff_profiles
+from gate.profile.diff_file import DiffSettings
 from gate.profile.flamegraph import diff_folded_text, folded, render_svg
 from gate.report.where_time import TITLE, render_where_time
 

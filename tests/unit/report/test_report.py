@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from support import factories as f
 from support import markdown_check
+from support.cli import gate_in_process
 from support.paths import REPO_ROOT
 
-from gate.cli import main as gate_cli_main
 from gate.judge.verdict import Outcome
 from gate.report.chart import chart_series, write_png
 from gate.report.escape import ZWJ, code_block, md_inline
@@ -230,31 +230,27 @@ def test_png_skipped_gracefully_without_matplotlib(tmp_path: Path, monkeypatch):
     assert "matplotlib is not installed" in md
 
 
-def _cli(argv: list[str]) -> int:
-    return gate_cli_main(argv)
-
-
-def test_cli_end_to_end(tmp_path: Path):
+def test_report_command_writes_the_markdown_and_a_png_chart(tmp_path: Path):
     paths = {name: tmp_path / f"{name}.json" for name in ("verdict", "head", "base", "hunks")}
     paths["verdict"].write_text(f.verdict().model_dump_json())
     paths["head"].write_text(f.results_json(f.sweep_results("head", f.REGRESSED)))
     paths["base"].write_text(f.results_json(f.sweep_results("base", f.HEALTHY)))
     paths["hunks"].write_text(f.hunkset([f.hunk(text=NASTY)]).model_dump_json())
     out, chart = tmp_path / "report.md", tmp_path / "chart.png"
-    rc = _cli(["report", "--verdict", str(paths["verdict"]), "--head", str(paths["head"]),
-               "--base", str(paths["base"]), "--hunks", str(paths["hunks"]), "--out", str(out),
-               "--chart", str(chart), "--title", "My gate"])
-    assert rc == 0
+    proc = gate_in_process("report", "--verdict", paths["verdict"], "--head", paths["head"],
+                           "--base", paths["base"], "--hunks", paths["hunks"], "--out", out,
+                           "--chart", chart, "--title", "My gate")
+    assert proc.returncode == 0, proc.stderr
     md = out.read_text()
     assert md.startswith("### ❌ FAIL") and "**My gate**" in md
     assert chart.read_bytes()[:8] == PNG_MAGIC
     assert "PNG chart: chart.png" in md
 
 
-def test_cli_missing_file_is_gate_error(tmp_path: Path, capsys):
-    assert _cli(["report", "--verdict", str(tmp_path / "nope.json"), "--head", str(tmp_path)]) == 2
-    err = capsys.readouterr().err
-    assert "does not exist" in err and "Traceback" not in err
+def test_cli_missing_file_is_gate_error(tmp_path: Path):
+    proc = gate_in_process("report", "--verdict", tmp_path / "nope.json", "--head", tmp_path)
+    assert proc.returncode == 2
+    assert "does not exist" in proc.stderr and "Traceback" not in proc.stderr
 
 
 # ---- one template, escaping, fitting by sections (the comment) --------------------------------
@@ -271,11 +267,14 @@ FIVE_TICKS = "\n".join([
 
 
 def test_the_layout_is_one_jinja_template_without_unescaped_joins():
+    """One template for the comment and one for gate bisect's report (gate.report.bisect)."""
     templates = sorted(p.name for p in TEMPLATE.parent.iterdir())
-    assert templates == ["comment.md.j2"]
-    code = re.sub(r"\{#.*?#\}", "", TEMPLATE.read_text(), flags=re.S)  # comments may name them
-    for construct in ("~", "join", "format", "safe", "$"):
-        assert construct not in code, construct
+    assert templates == ["bisect.md.j2", "comment.md.j2"]
+    for name in templates:
+        text = (TEMPLATE.parent / name).read_text()
+        code = re.sub(r"\{#.*?#\}", "", text, flags=re.S)  # comments may name them
+        for construct in ("~", "join", "format", "safe", "$"):
+            assert construct not in code, (name, construct)
 
 
 def rows_are_whole(md: str) -> None:
@@ -367,7 +366,7 @@ def test_cli_renders_the_short_report_without_head(tmp_path: Path):
     verdict = tmp_path / "verdict.json"
     verdict.write_text(f.verdict(Outcome.ERROR, checks=[]).model_dump_json())
     out = tmp_path / "report.md"
-    assert _cli(["report", "--verdict", str(verdict), "--out", str(out)]) == 0
+    assert gate_in_process("report", "--verdict", verdict, "--out", out).returncode == 0
     assert out.read_text().startswith("### 💥 ERROR")
 
 

@@ -257,7 +257,7 @@ def test_a_gone_server_is_invalidating():
 
 # ---- /proc and cgroup readers on fixture trees ------------------------------------------------
 
-def test_process_tree_and_read_process(tmp_path):
+def test_process_tree_follows_children_and_reads_role_cpus_threads(tmp_path):
     proc_root = tmp_path / "proc"
     fake_process(proc_root, 100, 1, "python -m vllm.entrypoints.openai.api_server", "0", 7,
                  {"OMP_NUM_THREADS": "4", "HOME": "/root"})
@@ -318,7 +318,7 @@ def test_server_log_path_follows_stdout(tmp_path):
     assert server_log_path(tmp_path / "proc", 10) is None
 
 
-def test_parse_cpu_list():
+def test_cpu_list_ranges_expand_to_cpu_numbers():
     assert parse_cpu_list("0-3,8,10-11\n") == (0, 1, 2, 3, 8, 10, 11)
     assert parse_cpu_list("") == ()
 
@@ -333,7 +333,7 @@ GPU_CSV = (
 APPS_CSV = "GPU-aaa, 4242, VLLM::EngineCore, 70000\nGPU-bbb, 777, python, 2900\n"
 
 
-def test_gpu_findings():
+def test_gpu_findings_name_other_processes_persistence_throttling_and_memory():
     gpus, apps = parse_gpus(GPU_CSV), parse_gpu_processes(APPS_CSV)
     assert gpus[1].throttle_reasons == 0x48 and gpus[2].sm_clock_mhz is None
     assert apps[0] == GpuProcess("GPU-aaa", 4242, "VLLM::EngineCore", 70000)

@@ -40,7 +40,7 @@ def test_cgroup_v1_unlimited(tmp_path):
     assert read_cpu_quota(tmp_path).quota_cpus is None
 
 
-def test_no_cgroup(tmp_path):
+def test_without_a_cgroup_there_is_no_quota(tmp_path):
     assert read_cpu_quota(tmp_path) == CpuQuota()
 
 

@@ -58,7 +58,7 @@ def test_build_is_deterministic_and_a_loadable_folder(tmp_path):
     (lambda p: (p.mkdir(), (p / "config.json").write_text('{"model_type": "llama"}')),
      "no *.safetensors or *.bin weights"),
 ])
-def test_model_folder_checks(tmp_path, setup, message):
+def test_a_folder_that_is_not_a_model_is_refused_with_the_reason(tmp_path, setup, message):
     folder = tmp_path / "m"
     setup(folder)
     with pytest.raises(GateError, match=message.replace("*", r"\*")):

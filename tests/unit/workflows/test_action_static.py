@@ -9,6 +9,7 @@ import re
 
 import yaml
 from support.action_runner import parse_output_file
+from support.cli import gate_in_process
 from support.paths import REPO_ROOT
 
 
@@ -27,16 +28,15 @@ def test_interpreter_reads_heredoc_outputs():
     assert parse_output_file(text) == {"a": "1", "b": "line1\nline2", "c": "x=y"}
 
 
-def test_verdict_error_command_writes_once_and_exits_4(tmp_path, capsys):
-    from gate.cli import main
-
+def test_verdict_error_command_writes_once_and_exits_4(tmp_path):
     out = tmp_path / "verdict.json"
-    assert main(["verdict", "--error", "head results missing", "--mode", "ab", "--out",
-                 str(out)]) == 4
+    proc = gate_in_process("verdict", "--error", "head results missing", "--mode", "ab",
+                           "--out", out)
+    assert proc.returncode == 4
     written = json.loads(out.read_text())
     assert written["outcome"] == "error" and written["mode"] == "ab"
     assert written["headline"] == "ERROR: head results missing"
     assert written["errors"] == ["head results missing"]
-    assert main(["verdict", "--error", "again", "--out", str(out)]) == 2
-    assert "never replaces a verdict" in capsys.readouterr().err
+    proc = gate_in_process("verdict", "--error", "again", "--out", out)
+    assert proc.returncode == 2 and "never replaces a verdict" in proc.stderr
     assert json.loads(out.read_text()) == written

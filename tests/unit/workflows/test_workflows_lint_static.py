@@ -12,7 +12,7 @@ from support.paths import REPO_ROOT
 from support.workflows import WORKFLOWS
 
 
-def test_there_are_workflows():
+def test_the_four_gate_workflows_are_shipped():
     names = {Path(p).name for p in WORKFLOWS}
     assert {
         "gate-pr.yml",
@@ -43,7 +43,7 @@ def test_third_party_actions_pinned_by_sha_and_no_credentials_persisted():
                     assert step["with"]["persist-credentials"] is False, path
 
 
-def test_workflow_permissions():
+def test_workflows_default_to_read_and_writers_never_check_out_pr_code():
     """Read-only defaults; a job that may write checks out only the gate, never the code
     under test (test_workflows_trust_static.py covers the self-hosted jobs)."""
     for path in WORKFLOWS:

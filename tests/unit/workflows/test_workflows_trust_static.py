@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 
 import pytest
 import yaml
+from support.expressions import evaluate_if
 from support.paths import REPO_ROOT
 from support.workflows import (
     PR_WORKFLOWS,
@@ -46,6 +48,33 @@ ALLOWED_SHA_REFS = {
 
 
 # -- the approval path, per kind of trigger -----------------------------------------------
+def environment_name(job: dict) -> str | None:
+    env = job.get("environment")
+    return env.get("name") if isinstance(env, dict) else env
+
+
+def decide_checks(decide: dict) -> list[str]:
+    """What `decide` must check, under its own condition, before a fork's commit may run."""
+    problems = []
+    condition = "steps.decide.outputs.check-environment == 'true'"
+    for command in ("gate trust check-environment perf-gate-fork", "gate trust check-review"):
+        found = runs(decide, command)
+        if not found or found[0].get("if") != condition:
+            problems.append(f"decide does not run `{command}` for every fork run")
+    return problems
+
+
+def default_branch_only(job: dict) -> bool:
+    """The job's `if:` admits a dispatch only on the default branch, and a schedule."""
+    def admits(event_name: str, ref: str, event: dict) -> bool:
+        github = {"event_name": event_name, "ref": ref, "event": event}
+        return evaluate_if(job.get("if", "true"), {"github": github})
+    repo = {"repository": {"default_branch": "main"}}
+    return (not admits("workflow_dispatch", "refs/heads/feature", repo)
+            and admits("workflow_dispatch", "refs/heads/main", repo)
+            and admits("schedule", "refs/heads/main", {"schedule": "17 3 * * *"}))
+
+
 def approval_problems(doc: dict, name: str, event: str) -> list[str]:
     """Why self-hosted job `name` could run without approval for `event` ([] when it can't)."""
     job = doc["jobs"][name]
@@ -56,24 +85,25 @@ def approval_problems(doc: dict, name: str, event: str) -> list[str]:
             return ["does not need the decide job"]
         if "needs.decide.outputs.run == 'true'" not in str(job.get("if", "")):
             problems.append("runs without decide's run=true")
-        if job.get("environment") != "${{ needs.decide.outputs.environment }}":
+        if environment_name(job) != "${{ needs.decide.outputs.environment }}":
             problems.append("is not gated by decide's environment")
-        checks = runs(decide, "gate trust check-environment perf-gate-fork")
-        if not checks or checks[0].get("if") != "steps.decide.outputs.check-environment == 'true'":
-            problems.append("decide does not check the fork environment's reviewers")
-        return problems
-    default_branch_only = (
-        "github.ref == format('refs/heads/{0}', github.event.repository.default_branch)"
-    )
-    if event in ("schedule", "workflow_dispatch") and job.get("if") == default_branch_only:
+        return problems + decide_checks(decide)
+    if event in ("schedule", "workflow_dispatch") and "if" in job and default_branch_only(job):
         return []  # the default branch's own code
     if event in ("workflow_dispatch", "workflow_call"):
         check = doc["jobs"].get("check")
         if check is None or "check" not in needs(job):
             return ["does not need the check job"]
-        if not (runs(check, "gate trust check-head")
-                or runs(check, "gate trust check-on-default-branch")):
-            return ["the check job checks neither the PR's head nor the default branch"]
+        (merged,) = runs(check, "gate trust check-on-default-branch") or [{}]
+        if merged and "if" not in merged:
+            return []  # only commits of the default branch run: merged, reviewed code
+        if environment_name(job) != "perf-gate-fork":
+            return ["a writer's dispatch alone sends the commit to the GPU runner"]
+        (env_check,) = runs(check, "gate trust check-environment perf-gate-fork") or [{}]
+        if not env_check or "if" in env_check:
+            return ["the check job does not always check the approval environment"]
+        if not runs(check, "gate trust check-head"):
+            return ["the check job does not check the PR's head"]
         return []
     if event == "schedule":
         return ["is not limited to the default branch"]
@@ -138,9 +168,10 @@ def test_the_pr_workflows_run_on_pull_request_target_for_the_default_branch():
         assert on["pull_request_target"]["branches"] == ["main"]
 
 
-def test_decide_job_may_read_environments():
+def test_decide_job_may_read_environments_and_reviews():
     for name in PR_WORKFLOWS:
-        assert load(name)["jobs"]["decide"]["permissions"] == {"actions": "read"}
+        assert load(name)["jobs"]["decide"]["permissions"] == {
+            "actions": "read", "pull-requests": "read"}
 
 
 # == 1b. what the GPU job holds ===========================================================
@@ -215,7 +246,7 @@ def test_action_gives_no_measuring_step_a_token():
         env = json.dumps(s.get("env") or {})
         if s.get("id") == "publish":
             assert s["env"]["GITHUB_TOKEN"] == (
-                "${{ inputs.comment == 'true' && inputs.github-token || '' }}"
+                "${{ steps.setup.outputs.comment == 'true' && inputs.github-token || '' }}"
             )
             continue
         assert "token" not in env.lower(), s["name"]
@@ -277,3 +308,138 @@ def test_workflow_call_has_only_trusted_callers():
                    if str(job.get("uses", "")).endswith("/gate-bisect.yml")]
         if callers:
             assert set(triggers(doc)) <= {"schedule", "workflow_dispatch"}, path.name
+
+
+# == round two (docs/action.md, "Running on a public repository") ========================
+TOKEN_WORDS = ("github.token", "GITHUB_TOKEN", "GH_TOKEN", "secrets.")
+LOCK_INSTALL = re.compile(
+    r"python -I -m pip install --quiet --require-hashes -r \.gate/requirements/([\w-]+)\.txt\n"
+    r"\s*python -I -m pip install --quiet --no-deps --no-build-isolation \./\.gate"
+)
+
+
+def holds_token(s: dict) -> bool:
+    return any(word in json.dumps(s.get("env") or {}) for word in TOKEN_WORDS)
+
+
+def test_a_rerun_needs_a_second_person():
+    """Item 1: the dispatcher alone cannot send a commit to the GPU runner."""
+    doc = load("gate-rerun.yml")
+    measure, check = doc["jobs"]["measure"], doc["jobs"]["check"]
+    assert environment_name(measure) == "perf-gate-fork" and needs(measure) == ["check"]
+    assert check["permissions"]["actions"] == "read"
+    (env_check,) = runs(check, "gate trust check-environment perf-gate-fork")
+    assert "if" not in env_check and env_check["env"]["GITHUB_TOKEN"] == "${{ github.token }}"
+
+
+@pytest.mark.parametrize("name", PR_WORKFLOWS)
+def test_the_label_approves_only_the_commit_its_labeller_approved(name):
+    """Item 2: decide asks GitHub for the labeller's review of the event's head commit, and
+    the environment's page links that review."""
+    doc = load(name)
+    decide = doc["jobs"]["decide"]
+    (review,) = runs(decide, "gate trust check-review")
+    assert review["env"]["SHA"] == "${{ steps.decide.outputs.sha }}"
+    assert review["env"]["REVIEWER"] == "${{ steps.decide.outputs.reviewer }}"
+    assert decide["outputs"]["review-url"] == "${{ steps.review.outputs.review-url }}"
+    assert doc["jobs"]["measure"]["environment"]["url"] == "${{ needs.decide.outputs.review-url }}"
+
+
+def uses_the_gate(job: dict) -> list[dict]:
+    return [s for s in job["steps"] if s.get("uses") == "./.gate"]
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_every_gpu_job_proves_its_runner_fresh_before_running_code(path):
+    """Item 4: the action's runner-marker check (before it installs or runs anything) or a
+    `gate trust check-runner` step before the step that installs and runs vLLM."""
+    doc = yaml.safe_load(path.read_text())
+    assert doc["env"]["RUNNER_MARKER"].startswith("/") and doc["env"]["MODEL_CACHE"].startswith("/")
+    for name, job in self_hosted_jobs(doc).items():
+        if action := uses_the_gate(job):
+            assert action[0]["with"]["runner-marker"] == "${{ env.RUNNER_MARKER }}", name
+            assert action[0]["with"]["model-cache"] == "${{ env.MODEL_CACHE }}", name
+            continue
+        texts = [str(s.get("run", "")) for s in job["steps"]]
+        check = next(i for i, text in enumerate(texts) if "trust check-runner" in text)
+        first_code = next(i for i, text in enumerate(texts) if "install-vllm" in text)
+        assert check < first_code, name
+        assert '--marker "$RUNNER_MARKER" --model-cache "$MODEL_CACHE"' in texts[check]
+
+
+def test_the_action_checks_the_runner_before_installing_anything():
+    steps = yaml.safe_load((REPO_ROOT / "action.yml").read_text())["runs"]["steps"]
+    ids = [s.get("id") for s in steps]
+    assert ids.index("isolate") == ids.index("setup") + 1 < ids.index("install")
+    isolate = steps[ids.index("isolate")]
+    assert 'trust check-runner --marker "$RUNNER_MARKER" --model-cache "$MODEL_CACHE"' in (
+        isolate["run"])
+    assert "continue-on-error" not in isolate and "if" not in isolate
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_token_jobs_install_the_gate_hash_pinned_in_a_step_without_a_token(path):
+    """Item 5: every GitHub-hosted job that runs the gate installs it from a lock with
+    --require-hashes, then the gate alone (--no-deps, its build backend from the lock too), in
+    a step that holds no token; no step that holds a token installs anything."""
+    doc = yaml.safe_load(path.read_text())
+    for name, job in doc["jobs"].items():
+        if runs_on_self_hosted(job):
+            continue
+        installs = [s for s in job["steps"] if "pip install" in str(s.get("run", ""))]
+        for s in job["steps"]:
+            if holds_token(s):
+                assert "pip install" not in str(s.get("run", "")), (path.name, name, s["name"])
+        if not any("gate " in str(s.get("run", "")) for s in job["steps"]):
+            continue
+        assert len(installs) == 1, (path.name, name)
+        (install,) = installs
+        m = LOCK_INSTALL.search(install["run"])
+        assert m and not holds_token(install), (path.name, name)
+        wanted = "nightly-update" if "gate baseline update" in json.dumps(job) else "poster"
+        assert m.group(1) == wanted, (path.name, name)
+        assert (REPO_ROOT / "requirements" / f"{wanted}.txt").is_file()
+
+
+@pytest.mark.parametrize(("name", "marker"), [
+    ("gate-pr.yml", "default"), ("gate-rerun.yml", "default"), ("gate-matrix.yml", "matrix")])
+def test_the_poster_takes_the_marker_from_its_workflow(name, marker):
+    """Item 7: the marker id comes from the workflow, never from the hand-over file."""
+    post = step(load(name), "comment", "Post the comment")
+    assert f"--marker-id {marker}" in post["run"]
+
+
+def test_the_pr_workflow_runs_the_pr_tier_as_an_ab_and_the_nightly_a_baseline():
+    """Issue 15, item 3: an A/B of the merge base against the head, both precompiled, judged
+    sequentially with the noise profile from the base commit's baselines folder."""
+    for name in PR_WORKFLOWS:
+        (action,) = uses_the_gate(load(name)["jobs"]["measure"])
+        given = action["with"]
+        plan = given["plan"] if name == "gate-pr.yml" else None
+        if plan is None:  # the matrix names each leg's plan
+            legs = load(name)["jobs"]["measure"]["strategy"]["matrix"]["include"]
+            assert {leg["plan"] for leg in legs} == {"a100-gemma4-26b-pr"}
+        else:
+            assert plan == "a100-gemma4-26b-pr"
+        assert given["mode"] == "ab" and given["install-mode"] == "precompiled"
+        assert given["base-ref"] == "${{ github.event.pull_request.base.sha }}"
+        assert given["baselines-dir"] == ".perf-gate-base/${{ env.BASELINES_PATH }}"
+        assert "base-python" not in given  # the action builds the merge base itself
+        assert int(given["budget-minutes"]) < load(name)["jobs"]["measure"]["timeout-minutes"]
+    nightly = load("gate-nightly-baseline.yml")["jobs"]["measure"]
+    assert any("gate\" run --plan" in str(s.get("run")) for s in nightly["steps"])
+
+
+def test_the_nightly_measures_on_its_schedule():
+    """Issue 15, item 6: a schedule event carries no `repository`: the measuring job's `if:`
+    must still admit it, and the update job must still know the branch."""
+    doc = load("gate-nightly-baseline.yml")
+    schedule = {"event_name": "schedule", "ref": "refs/heads/main", "ref_name": "main",
+                "event": {"schedule": "17 3 * * *"}, "sha": "a" * 40}
+    assert evaluate_if(doc["jobs"]["measure"]["if"], {"github": schedule})
+    assert default_branch_only(doc["jobs"]["measure"])
+    from support.expressions import Evaluator
+    update = step(doc, "update", "Update the baselines")
+    assert Evaluator({"github": schedule}).interpolate(update["env"]["BRANCH"]) == "main"
+    push = step(doc, "update", "Push a branch and open a PR")
+    assert Evaluator({"github": schedule}).interpolate(push["env"]["BASE"]) == "main"
