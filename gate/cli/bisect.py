@@ -14,9 +14,9 @@ from gate.core.settings import Settings
 from gate.flows import ab
 from gate.flows.bisect import BisectOptions, bisect
 from gate.flows.bisect_ab import ABSettings
-from gate.flows.bisect_hunks import REPORT_FILE as HUNKS_REPORT
 from gate.flows.bisect_hunks import HunksOptions, bisect_hunks
 from gate.flows.bisect_result import REPORT_FILE
+from gate.flows.hunk_search import REPORT_FILE as HUNKS_REPORT
 from gate.plan.spec import apply_overrides, load_plan
 from gate.profile.diff_file import DiffSettings
 from gate.profile.sampling import DEFAULT_RATE_HZ, PROFILE_POLICIES, SamplingOptions
@@ -30,8 +30,10 @@ def add_parser(sub) -> None:
         "BAD's first-parent history, each step an A/B of that commit's build against GOOD's, "
         "built the cheapest way (its Python files over an installed build when nothing else "
         "differs). Commits that cannot be built, imported or served, or stay inconclusive, "
-        "are skipped, never blamed. With --hunks: delta debugging over the Python hunks of "
-        "HEAD (against its parent, or BASE's merge base) applied onto the parent build. The "
+        "are skipped, never blamed. With --hunks --head: delta debugging over the Python hunks "
+        "of HEAD (against its parent, or BASE's merge base) applied onto the parent build; "
+        "with --hunks and --good/--bad: the same for the first bad commit, against the good "
+        "build. The "
         "state is kept in OUT: run the same command again to go on after a cancel. Exit: 1 "
         "found, 0 no regression, 3 undecided or inconclusive, 4 error, 2 bad input.",
     )
@@ -39,7 +41,8 @@ def add_parser(sub) -> None:
     p.add_argument("--good", help="a commit whose build is fast")
     p.add_argument("--bad", help="a later commit of the same branch whose build is slow")
     p.add_argument("--hunks", action="store_true",
-                   help="delta-debug the hunks of one change (--head, optionally --base)")
+                   help="delta-debug hunks: of one change (--head, optionally --base), or, "
+                   "with --good and --bad, of the first bad commit once it is found")
     p.add_argument("--head", help="--hunks: the commit (or a PR's head) to take apart")
     p.add_argument("--base", help="--hunks: a branch; the parent is its merge base with HEAD "
                    "(default: HEAD's first parent)")
@@ -102,19 +105,21 @@ def _settings(args, settings: Settings) -> ABSettings:
 
 
 def _check_mode(args: argparse.Namespace) -> None:
-    if args.hunks:
+    """Over commits (--good, --bad; with --hunks, then the first bad commit's hunks), or one
+    change's hunks (--hunks --head, optionally --base)."""
+    if args.head or args.base:
+        if not args.hunks:
+            raise GateError("--head and --base go with --hunks; a bisect over commits takes "
+                            "--good and --bad")
         given = [f"--{n}" for n in ("good", "bad") if getattr(args, n)]
         if given:
-            raise GateError(f"--hunks takes --head (and --base), not {' '.join(given)}")
+            raise GateError(f"--hunks --head takes one change, not {' '.join(given)}")
         if not args.head:
-            raise GateError("--hunks needs --head, the commit or PR head to take apart")
+            raise GateError("--base needs --head, the commit or PR head to take apart")
         return
-    given = [f"--{n}" for n in ("head", "base") if getattr(args, n)]
-    if given:
-        raise GateError(f"{' '.join(given)} go with --hunks; a bisect over commits takes "
-                        "--good and --bad")
     if not (args.good and args.bad):
-        raise GateError("gate bisect needs --good and --bad (or --hunks --head)")
+        raise GateError("gate bisect needs --good and --bad, or --hunks --head"
+                        if not args.hunks else "--hunks needs --head, or --good and --bad")
 
 
 def handle(args, settings: Settings) -> int:
@@ -123,7 +128,7 @@ def handle(args, settings: Settings) -> int:
         raise GateError(f"--repo {args.repo} is not a folder")
     python = ab.resolve_python(args.python)
     ab_settings_ = _settings(args, settings)
-    if args.hunks:
+    if args.head:
         result = bisect_hunks(HunksOptions(
             repo=args.repo, head=args.head, base=args.base, out=args.out, python=python,
             installed_commit=args.installed_commit, install_mode=args.install), ab_settings_)
@@ -132,7 +137,8 @@ def handle(args, settings: Settings) -> int:
         return result.exit_code
     result_ = bisect(BisectOptions(
         repo=args.repo, good=args.good, bad=args.bad, out=args.out, python=python,
-        installed_commit=args.installed_commit, install_mode=args.install), ab_settings_)
+        installed_commit=args.installed_commit, install_mode=args.install,
+        then_hunks=args.hunks), ab_settings_)
     print(terminal_bisect(result_))
     print(f"\nreport: {args.out / REPORT_FILE}")
     return result_.exit_code

@@ -100,6 +100,10 @@ class BisectResult(Strict):
     hunks: HunkSet | None = Field(None, description="the first bad commit's hunks, ranked by "
                                   "the profile diff of its step (patterns when none)")
     hunks_ranked_by: str = ""
+    smallest_hunks: list[Hunk] = Field(
+        default_factory=list, description="with --hunks: the first bad commit's smallest set "
+        "of hunks that reproduces the slowdown (hunks-bisect.json has the search)")
+    smallest_hunks_headline: str = ""
     steps: list[StepRecord] = Field(default_factory=list)
     runner_seconds: float = Field(0.0, description="the whole bisect, every session")
     notes: list[str] = Field(default_factory=list)
@@ -128,6 +132,8 @@ class HunksState(Strict):
                              "in: measured evidence first (set after the whole change's test)")
     suspect: int | None = Field(None, description="the hunk the profile diff blames: tried "
                                 "alone first")
+    reference: str = Field("the parent build", description="what configurations are A/B'd "
+                           "against")
     tests: list[HunkTest] = Field(default_factory=list)
     builds: list[InstalledBuild] = Field(default_factory=list)
     overhead_s: float = 0.0
@@ -154,6 +160,7 @@ class HunksResult(Strict):
     head: CommitInfo
     hunks: list[Hunk]
     minimal: list[int] = Field(default_factory=list, description="indices into hunks")
+    reference: str = "the parent build"
     tests: list[HunkTest] = Field(default_factory=list)
     runner_seconds: float = 0.0
     notes: list[str] = Field(default_factory=list)

@@ -23,9 +23,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from gate.core.errors import GateError
 from gate.core.git import commit_subject, first_parent_commits, resolve_ref
-from gate.evidence.bisect_record import BisectResult, BisectState, CommitInfo, StepRecord
-from gate.evidence.bisection import StepVerdict, next_commit, step_verdict
+from gate.evidence.bisect_record import (
+    BisectResult,
+    BisectState,
+    CommitInfo,
+    HunksResult,
+    HunksState,
+    StepRecord,
+)
+from gate.evidence.bisection import StepVerdict, conclude, next_commit, step_verdict
 from gate.flows.bisect_ab import (
     ABSettings,
     BuildUnderTest,
@@ -37,6 +45,7 @@ from gate.flows.bisect_ab import (
     run_ab,
 )
 from gate.flows.bisect_builds import NotBuilt, StepBuilds, fresh_folder
+from gate.flows.bisect_hunks import after_bisect_state, hunks_after_bisect
 from gate.flows.bisect_result import error_result, finish
 from gate.flows.bisect_state import (
     STATE_FILE,
@@ -46,6 +55,7 @@ from gate.flows.bisect_state import (
     relative,
     usable_builds,
 )
+from gate.flows.hunk_search import HunkReference, Uncached
 from gate.runner.commit_build import CommitBuild, InstalledBuild, InstallMode
 from gate.runner.overlay import installed_package
 
@@ -62,6 +72,7 @@ class BisectOptions:
     installed_commit: str | None = None  # the commit that build is from (default: good)
     install_mode: InstallMode = "precompiled"
     watch: list[str] = field(default_factory=lambda: list(DEFAULT_WATCH))
+    then_hunks: bool = False  # delta-debug the first bad commit's hunks (gate.flows.bisect_hunks)
 
 
 def bisect(options: BisectOptions, settings: ABSettings, run: RunAB = run_ab) -> BisectResult:
@@ -69,14 +80,15 @@ def bisect(options: BisectOptions, settings: ABSettings, run: RunAB = run_ab) ->
     state = open_state(options, settings)
     checkpoint = Checkpoint(state, options.out / STATE_FILE)
     checkpoint.save()
-    if _pending(state):
+    chain = _Chain(options, settings, run)
+    if _pending(state) or chain.pending(state):
         try:
-            _measure(state, checkpoint, options, settings, run)
+            _measure(state, checkpoint, options, chain)
         except ReferenceBroken as exc:
             checkpoint.save()
             return error_result(state, options.out, f"the good build could not be measured: {exc}")
     checkpoint.save()
-    return finish(state, options.out, options.watch)
+    return finish(state, options.out, options.watch, chain.result)
 
 
 def open_state(options: BisectOptions, settings: ABSettings) -> BisectState:
@@ -160,7 +172,8 @@ class _Steps:
 
 
 def _measure(state: BisectState, checkpoint: Checkpoint, options: BisectOptions,
-             settings: ABSettings, run: RunAB) -> None:
+             chain: _Chain) -> None:
+    settings, run = chain.settings, chain.run
     builds = StepBuilds(options.repo.resolve(), state.builds, options.install_mode,
                         on_install=lambda b: checkpoint.save())
     try:
@@ -171,6 +184,47 @@ def _measure(state: BisectState, checkpoint: Checkpoint, options: BisectOptions,
     with reference_server(settings, side, options.out / "good") as reference:
         steps = _Steps(state, options.out, settings, builds, good, reference, run)
         _walk(steps, checkpoint)
+        chain.run_after(state, HunkReference(builds, good, reference))
+
+
+class _Chain:
+    """With --hunks after a bisect: delta debugging of the first bad commit's hunks against
+    the good build, in the same session (its server is up), resumable like the steps."""
+
+    def __init__(self, options: BisectOptions, settings: ABSettings, run: RunAB):
+        self.options, self.settings, self.run = options, settings, run
+        self.result: HunksResult | None = None
+
+    def _state(self, state: BisectState) -> HunksState | None:
+        if not self.options.then_hunks or _pending(state):
+            return None
+        culprit = conclude([c.sha for c in state.commits], _verdicts(state)).first_bad
+        record = next((s for s in state.steps if s.commit == culprit), None)
+        if record is None or record.verdict != StepVerdict.BAD:
+            return None
+        try:
+            return after_bisect_state(state, record, self.options.out, self.settings)
+        except GateError as exc:  # no Python hunks: nothing to take apart
+            self.settings.progress(f"no delta debugging of the first bad commit: {exc}")
+            return None
+
+    def pending(self, state: BisectState) -> bool:
+        """Whether a hunk configuration is left to measure (the result, when none is)."""
+        return self._replay(state, None)
+
+    def run_after(self, state: BisectState, reference: HunkReference) -> None:
+        self._replay(state, reference)
+
+    def _replay(self, state: BisectState, reference: HunkReference | None) -> bool:
+        hunks = self._state(state)
+        if hunks is None:
+            return False
+        try:
+            self.result = hunks_after_bisect(hunks, self.options.out, self.settings, self.run,
+                                             reference)
+        except Uncached:
+            return True
+        return False
 
 
 def _walk(steps: _Steps, checkpoint: Checkpoint) -> None:

@@ -14,6 +14,7 @@ from gate.evidence.bisect_record import (
     BisectResult,
     BisectState,
     CommitInfo,
+    HunksResult,
     StepRecord,
 )
 from gate.evidence.bisection import Effect, StepVerdict, conclude
@@ -123,8 +124,14 @@ def error_result(state: BisectState, out: Path, message: str) -> BisectResult:
     return result
 
 
-def finish(state: BisectState, out: Path, watch: list[str]) -> BisectResult:
+def finish(state: BisectState, out: Path, watch: list[str],
+           hunks: HunksResult | None = None) -> BisectResult:
+    """The result, with the first bad commit's smallest set of hunks when --hunks ran."""
     result = assemble(state, out, watch)
+    if hunks is not None and result.first_bad and hunks.head.sha == result.first_bad.sha:
+        result = result.model_copy(update={
+            "smallest_hunks": [hunks.hunks[i] for i in hunks.minimal],
+            "smallest_hunks_headline": hunks.headline})
     save_result(result, out)
     return result
 

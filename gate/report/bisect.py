@@ -83,6 +83,7 @@ def _render_bisect(result: BisectResult, shown: int) -> str:
     return environment().get_template(TEMPLATE).render(
         kind="commits", r=result, emoji=Markup(OUTCOME_EMOJI[result.outcome.value]),
         steps=steps, hunks=[hunk_view(h) for h in hunks[:shown]],
+        smallest=[hunk_view(h) for h in result.smallest_hunks],
         hunks_left=Markup(str(max(len(hunks) - shown, 0))),
         total=minutes(result.runner_seconds),
         step_minutes=minutes(sum(s.seconds for s in result.steps)))
@@ -126,6 +127,8 @@ def terminal_bisect(result: BisectResult) -> str:
     if result.hunks and result.hunks.hunks:
         top = result.hunks.hunks[0]
         lines.append(f"top hunk: {top.path}:{top.new_start} {top.evidence or ''}".rstrip())
+    if result.smallest_hunks_headline:
+        lines.append(f"hunks: {result.smallest_hunks_headline}")
     return "\n".join(lines + [f"note: {n}" for n in result.notes])
 
 

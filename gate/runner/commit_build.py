@@ -66,13 +66,22 @@ def overlay_for(repo: Path, commit: str, builds: list[InstalledBuild],
     found = []
     for base in builds:
         changes = changed_paths(repo, base.commit, commit)
-        if not all(overlay.overlayable(p, package) or not _affects_build(p, package)
-                   for _, p in changes):
+        if not _carried(changes, package):
             continue
         inside = [(s, p) for s, p in changes if overlay.overlayable(p, package)]
         found.append(Overlay(base=base, files=[p for s, p in inside if s != "D"],
                              removed=[p for s, p in inside if s == "D"]))
     return min(found, key=lambda o: len(o.files) + len(o.removed), default=None)
+
+
+def overlay_only(repo: Path, old: str, new: str, package: str = overlay.PACKAGE) -> bool:
+    """Whether everything `new` changes against `old` that a build shows is overlayable."""
+    return _carried(changed_paths(repo, old, new), package)
+
+
+def _carried(changes: list[tuple[str, str]], package: str) -> bool:
+    return all(overlay.overlayable(p, package) or not _affects_build(p, package)
+               for _, p in changes)
 
 
 def _affects_build(path: str, package: str) -> bool:

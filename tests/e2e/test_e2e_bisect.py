@@ -2,11 +2,14 @@
 installed vLLM's structured-output files (support.vllm_bisect_repo: eight commits, the fourth
 does not import, the sixth adds host work per engine step in five hunks).
 
-One bisect, cancelled with SIGTERM once the endpoints are confirmed and run again to the end,
-then `--hunks` on the slow commit. Cheap on purpose (each server start is about a minute on a
-slow 2-core runner): a drain-only plan with one short window per build and round, at most two
-rounds, eager mode (no torch.compile warm-up), the good build's server shared by all steps.
-The search logic itself is tested without vLLM (tests/integration/flows/test_bisect_flow.py).
+One bisect with `--hunks`, cancelled with SIGTERM once the endpoints are confirmed and run
+again to the end: it names the slow commit, then delta-debugs that commit's five hunks against
+the good build. Cheap on purpose (each server start is about a minute on a slow 2-core
+runner): a drain-only plan with one short window per build and round, at most two rounds,
+eager mode (no torch.compile warm-up), the good build's server shared by every step and hunk
+test, and the slow commit's own step standing for its whole change. Six servers in all: the
+good build twice (once per run), the bad commit, two steps, the blamed hunk alone. The search
+logic itself is tested without vLLM (tests/integration/flows/test_bisect_*flow.py).
 """
 
 from __future__ import annotations
@@ -41,13 +44,13 @@ def bisected(tiny_model_dir, tmp_path_factory):
     plan, marker = small_plan(tmp, **PLAN_CHANGES)
     out = tmp / "out"
     args = ["bisect", "--repo", str(repo.path), "--good", repo.good, "--bad", repo.bad,
-            "--plan", str(plan), "--out", str(out), *PROFILE_ARGS]
+            "--hunks", "--plan", str(plan), "--out", str(out), *PROFILE_ARGS]
     cancelled = _cancel_after_endpoints(args, out / "bisect-state.json")
     assert wait_gone(marker) == [], "a server outlived the cancelled bisect"
     state_then = BisectState.model_validate_json((out / "bisect-state.json").read_text())
     proc = run_gate(*args, timeout=1800)
     assert wait_gone(marker) == []
-    return repo, out, cancelled, state_then, proc, (plan, marker, tmp)
+    return repo, out, cancelled, state_then, proc
 
 
 def _cancel_after_endpoints(args: list[str], state: Path) -> subprocess.CompletedProcess:
@@ -64,14 +67,14 @@ def _cancel_after_endpoints(args: list[str], state: Path) -> subprocess.Complete
 
 
 def test_sigterm_stops_the_bisect_and_keeps_its_finished_steps(bisected):
-    _, _, cancelled, state_then, _, _ = bisected
+    _, _, cancelled, state_then, _ = bisected
     assert cancelled.returncode == EXIT_TERMINATED, cancelled.stderr[-3000:]
     assert "terminated (SIGTERM)" in cancelled.stderr
     assert state_then.steps[0].role == "endpoints" and state_then.steps[0].verdict == "bad"
 
 
 def test_the_rerun_goes_on_without_measuring_a_finished_step_again(bisected):
-    _, out, _, state_then, proc, _ = bisected
+    _, out, _, state_then, proc = bisected
     assert proc.returncode == EXIT_FAIL, proc.stdout[-3000:] + proc.stderr[-3000:]
     result = BisectResult.model_validate_json((out / "bisect.json").read_text())
     assert result.steps[:len(state_then.steps)] == state_then.steps
@@ -81,7 +84,7 @@ def test_the_rerun_goes_on_without_measuring_a_finished_step_again(bisected):
 
 
 def test_the_slow_commit_is_named_within_ceil_log2_8_plus_1_steps(bisected):
-    repo, out, _, _, _, _ = bisected
+    repo, out, _, _, _ = bisected
     result = BisectResult.model_validate_json((out / "bisect.json").read_text())
     assert result.first_bad.sha == repo.shas[6], result.headline
     ab_steps = [s for s in result.steps if s.outcome is not None]
@@ -93,7 +96,7 @@ def test_the_slow_commit_is_named_within_ceil_log2_8_plus_1_steps(bisected):
 
 
 def test_the_commit_that_does_not_import_is_skipped_not_blamed(bisected):
-    repo, out, _, _, _, _ = bisected
+    repo, out, _, _, _ = bisected
     result = BisectResult.model_validate_json((out / "bisect.json").read_text())
     (step,) = [s for s in result.steps if s.commit == repo.shas[4]]
     assert step.verdict == "skipped" and step.outcome is None
@@ -102,7 +105,7 @@ def test_the_commit_that_does_not_import_is_skipped_not_blamed(bisected):
 
 
 def test_the_slow_hunk_ranks_first_by_the_profile_diff(bisected):
-    _, out, _, _, _, _ = bisected
+    _, out, _, _, _ = bisected
     result = BisectResult.model_validate_json((out / "bisect.json").read_text())
     top = result.hunks.hunks[0]
     assert top.path == UTILS and SLOW_HUNK_MARK in top.text, result.hunks_ranked_by
@@ -110,14 +113,12 @@ def test_the_slow_hunk_ranks_first_by_the_profile_diff(bisected):
 
 
 def test_hunks_names_the_one_slow_hunk_of_five(bisected):
-    repo, _, _, _, _, (plan, marker, tmp) = bisected
-    out = tmp / "hunks"
-    proc = run_gate("bisect", "--hunks", "--repo", str(repo.path), "--head", repo.shas[6],
-                    "--plan", str(plan), "--out", str(out), *PROFILE_ARGS, timeout=1500)
-    assert wait_gone(marker) == []
-    assert proc.returncode == EXIT_FAIL, proc.stdout[-3000:] + proc.stderr[-3000:]
+    repo, out, _, _, _ = bisected
     result = HunksResult.model_validate_json((out / "hunks-bisect.json").read_text())
-    assert len(result.hunks) == 5
+    assert len(result.hunks) == 5 and result.parent.sha == repo.shas[5]
     (only,) = result.minimal
     assert result.hunks[only].path == UTILS and SLOW_HUNK_MARK in result.hunks[only].text
-    assert result.parent.sha == repo.shas[5]
+    assert result.tests[0].build.startswith("the bisect's step")  # the whole change
+    assert all(t.reproduces == (only in t.hunks) for t in result.tests)
+    bisect = BisectResult.model_validate_json((out / "bisect.json").read_text())
+    assert [h.text for h in bisect.smallest_hunks] == [result.hunks[only].text]

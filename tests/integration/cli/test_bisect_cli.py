@@ -28,11 +28,15 @@ def repo(tmp_path):
 
 
 @pytest.mark.parametrize(("args", "said"), [
-    ([], "gate bisect needs --good and --bad (or --hunks --head)"),
+    ([], "gate bisect needs --good and --bad, or --hunks --head"),
     (["--good", "HEAD~2"], "gate bisect needs --good and --bad"),
-    (["--hunks", "--good", "HEAD~1"], "--hunks takes --head (and --base), not --good"),
-    (["--hunks"], "--hunks needs --head"),
-    (["--good", "HEAD~2", "--bad", "HEAD", "--head", "HEAD"], "--head go with --hunks"),
+    (["--hunks", "--head", "HEAD", "--good", "HEAD~1"], "--hunks --head takes one change, not "
+     "--good"),
+    (["--hunks"], "--hunks needs --head, or --good and --bad"),
+    (["--hunks", "--good", "HEAD~1"], "--hunks needs --head, or --good and --bad"),
+    (["--hunks", "--base", "HEAD~1"], "--base needs --head"),
+    (["--good", "HEAD~2", "--bad", "HEAD", "--head", "HEAD"], "--head and --base go with "
+     "--hunks"),
     (["--good", "HEAD~2", "--bad", "HEAD", "--step-attempts", "0"],
      "--step-attempts must be at least 1"),
     (["--good", "HEAD~2", "--bad", "nope"], "git ref 'nope' does not exist"),

@@ -5,6 +5,7 @@ support.bisect_repo (a build whose SLOW_MS > 0 fails)."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -19,15 +20,16 @@ from support.bisect_repo import (
 
 from gate.core.errors import GateError
 from gate.core.progress import Progress
-from gate.evidence.bisect_record import HunksOutcome, HunksState
+from gate.evidence.bisect_record import HunksOutcome, HunksResult, HunksState
 from gate.flows import ab
+from gate.flows.bisect import BisectOptions, bisect
 from gate.flows.bisect_ab import ABSettings
 from gate.flows.bisect_hunks import HunksOptions, bisect_hunks
 from gate.flows.bisect_state import HUNKS_STATE_FILE
 from gate.plan.spec import apply_overrides, load_plan
 
 
-def settings(tmp_path: Path) -> ABSettings:
+def settings(tmp_path: Path) -> ABSettings:  # a per-round plan: no server of its own
     plan = apply_overrides(load_plan("cpu-smoke"), ab={"servers": "per_round"})
     return ABSettings(plan=plan, thresholds=plan.thresholds, noise_dir=None,
                       profiling=ab.Profiling("never"), cache_dir=tmp_path / "cache",
@@ -125,3 +127,74 @@ def test_a_change_without_python_hunks_is_refused(tmp_path):
                         python=stand_in_python(tmp_path, installed))
     with pytest.raises(GateError, match="changes no Python file of the vllm package"):
         bisect_hunks(opts, settings(tmp_path), FakeAB(installed))
+
+
+# -- after a bisect: the first bad commit's hunks against the good build ------------------
+def chain_commits() -> list[tuple[str, dict]]:
+    """Eight commits; the sixth is the five-hunk change with one slow hunk."""
+    parent_files, change_files = five_hunk_change()
+    changes = [("commit 1: longer utils", parent_files)]
+    changes += [(f"commit {i}", {"vllm/v1/structured_output/notes.py": f"N = {i}\n"})
+                for i in range(2, 6)]
+    changes.append(("commit 6: five hunks, one slow", change_files))
+    changes += [(f"commit {i}", {"vllm/v1/structured_output/notes.py": f"N = {i}\n"})
+                for i in (7, 8)]
+    return changes
+
+
+def chained(tmp_path):
+    installed = install_package(tmp_path)
+    repo, shas = make_repo(tmp_path, chain_commits())
+    opts = BisectOptions(repo=repo, good=shas[0], bad=shas[-1], out=tmp_path / "out",
+                         python=stand_in_python(tmp_path, installed), then_hunks=True)
+    return opts, installed, shas
+
+
+def test_after_a_bisect_the_culprits_step_is_the_whole_change_and_the_blamed_hunk_goes_first(
+        tmp_path):
+    opts, installed, shas = chained(tmp_path)
+    fake = FakeAB(installed, blame="apply_grammar_bitmask")
+    result = bisect(opts, settings(tmp_path), fake)
+    assert result.first_bad.sha == shas[6]
+    hunks = HunksResult.model_validate_json((opts.out / "hunks-bisect.json").read_text())
+    assert hunks.reference.startswith("the good build")
+    # the whole change is the culprit's own step (no A/B of its own), then the blamed hunk
+    assert hunks.tests[0].build.startswith("the bisect's step") and hunks.tests[0].seconds == 0
+    assert [t.hunks for t in hunks.tests] == [[0, 1, 2, 3, 4], [slow_index(hunks)]]
+    ab_steps = [s for s in result.steps if s.outcome is not None]
+    assert len(fake.calls) == len(ab_steps) + 1
+    (smallest,) = result.smallest_hunks
+    assert "SLOW_MS = 5" in smallest.text and result.smallest_hunks_headline.startswith("FOUND")
+    assert "The smallest set of its hunks" in (opts.out / "bisect.md").read_text()
+
+
+def test_after_a_bisect_without_evidence_ddmin_runs_against_the_good_build(tmp_path):
+    opts, installed, _ = chained(tmp_path)
+    result = bisect(opts, settings(tmp_path), FakeAB(installed))
+    hunks = HunksResult.model_validate_json((opts.out / "hunks-bisect.json").read_text())
+    assert hunks.minimal == [slow_index(hunks)] and len(hunks.tests) > 2
+    assert result.smallest_hunks[0].path == UTILS
+
+
+def test_a_cancelled_delta_debugging_after_a_bisect_goes_on_without_starting_over(tmp_path):
+    opts, installed, _ = chained(tmp_path)
+    whole = FakeAB(installed)
+    done = bisect(opts, settings(tmp_path), whole)
+    hunk_tests = len(HunksState.model_validate_json(
+        (opts.out / HUNKS_STATE_FILE).read_text()).tests) - 1  # the first is the bisect's step
+    steps = len(whole.calls) - hunk_tests
+    assert hunk_tests >= 2
+    shutil.rmtree(opts.out)
+    cut = FakeAB(installed, stop_after=steps + 1)  # cancelled after one hunk test
+    with pytest.raises(KeyboardInterrupt):
+        bisect(opts, settings(tmp_path), cut)
+    again = FakeAB(installed)
+    result = bisect(opts, settings(tmp_path), again)
+    assert len(cut.calls) + len(again.calls) == len(whole.calls)
+    assert result.smallest_hunks == done.smallest_hunks
+    state = HunksState.model_validate_json((opts.out / HUNKS_STATE_FILE).read_text())
+    configs = [tuple(t.hunks) for t in state.tests]
+    assert len(configs) == len(set(configs))
+    quiet = FakeAB(installed)
+    bisect(opts, settings(tmp_path), quiet)
+    assert quiet.calls == []
