@@ -26,6 +26,7 @@ from gate.flows.bisect import BisectOptions, bisect
 from gate.flows.bisect_ab import ABSettings
 from gate.flows.bisect_hunks import HunksOptions, bisect_hunks
 from gate.flows.bisect_state import HUNKS_STATE_FILE
+from gate.flows.hunk_search import REPORT_FILE, RESULT_FILE
 from gate.plan.spec import apply_overrides, load_plan
 
 
@@ -65,9 +66,9 @@ def test_ddmin_names_the_one_slow_hunk_of_five(change, tmp_path):
     assert len(fake.calls) == len(result.tests) <= 5
     for t in result.tests:
         assert t.reproduces == (slow_index(result) in t.hunks), t
-    saved = json.loads((opts.out / "hunks-bisect.json").read_text())
+    saved = json.loads((opts.out / RESULT_FILE).read_text())
     assert saved["minimal"] == result.minimal
-    md = (opts.out / "hunks-bisect.md").read_text()
+    md = (opts.out / REPORT_FILE).read_text()
     assert "SLOW_MS = 5" in md and "### Configurations tested" in md
 
 
@@ -156,7 +157,7 @@ def test_after_a_bisect_the_culprits_step_is_the_whole_change_and_the_blamed_hun
     fake = FakeAB(installed, blame="apply_grammar_bitmask")
     result = bisect(opts, settings(tmp_path), fake)
     assert result.first_bad.sha == shas[6]
-    hunks = HunksResult.model_validate_json((opts.out / "hunks-bisect.json").read_text())
+    hunks = HunksResult.model_validate_json((opts.out / RESULT_FILE).read_text())
     assert hunks.reference.startswith("the good build")
     # the whole change is the culprit's own step (no A/B of its own), then the blamed hunk
     assert hunks.tests[0].build.startswith("the bisect's step") and hunks.tests[0].seconds == 0
@@ -171,7 +172,7 @@ def test_after_a_bisect_the_culprits_step_is_the_whole_change_and_the_blamed_hun
 def test_after_a_bisect_without_evidence_ddmin_runs_against_the_good_build(tmp_path):
     opts, installed, _ = chained(tmp_path)
     result = bisect(opts, settings(tmp_path), FakeAB(installed))
-    hunks = HunksResult.model_validate_json((opts.out / "hunks-bisect.json").read_text())
+    hunks = HunksResult.model_validate_json((opts.out / RESULT_FILE).read_text())
     assert hunks.minimal == [slow_index(hunks)] and len(hunks.tests) > 2
     assert result.smallest_hunks[0].path == UTILS
 
