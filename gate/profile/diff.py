@@ -119,9 +119,11 @@ def bootstrap_per_1k(series: Series, tokens: np.ndarray, rng: np.random.Generato
 # The diff
 # --------------------------------------------------------------------------------------------
 
-def judge(base: Series, head: Series, b_tokens: np.ndarray, h_tokens: np.ndarray,
-          floor_ms: float, settings: DiffSettings, rng: np.random.Generator) -> list[Change]:
-    """Changes of one metric for aligned [functions, windows] series."""
+def judge(base: Series, head: Series, tokens: tuple[np.ndarray, np.ndarray], floor_ms: float,
+          settings: DiffSettings, rng: np.random.Generator) -> list[Change]:
+    """Changes of one metric for aligned [functions, windows] series; `tokens`: the output
+    tokens of each window, base's and head's."""
+    b_tokens, h_tokens = tokens
     base_ms, head_ms = per_1k(base.ms, b_tokens), per_1k(head.ms, h_tokens)
     diff = head_ms - base_ms
     tested = (np.abs(diff) >= floor_ms) & (np.abs(diff) >= settings.min_rel * base_ms)
@@ -176,12 +178,13 @@ def diff_profiles(base: BuildProfile, head: BuildProfile,
     keys = sorted(set(b.inclusive) | set(h.inclusive))
     floor_ms = settings.min_share * float(per_1k(b.total.ms - b.waiting.ms, b.tokens))
     kb, kh = len(b.tokens), len(h.tokens)
+    tokens = (b.tokens, h.tokens)
     self_changes = judge(stacked(b.self_time, keys, kb), stacked(h.self_time, keys, kh),
-                         b.tokens, h.tokens, floor_ms, settings, rng) if keys else []
+                         tokens, floor_ms, settings, rng) if keys else []
     incl_changes = judge(stacked(b.inclusive, keys, kb), stacked(h.inclusive, keys, kh),
-                         b.tokens, h.tokens, floor_ms, settings, rng) if keys else []
+                         tokens, floor_ms, settings, rng) if keys else []
     overall = settings.model_copy(update={"min_rel": 0.0})
-    total, waiting = (judge(one(x), one(y), b.tokens, h.tokens, 0.0, overall, rng)[0]
+    total, waiting = (judge(one(x), one(y), tokens, 0.0, overall, rng)[0]
                       for x, y in ((b.total, h.total), (b.waiting, h.waiting)))
     functions = sorted(
         (FunctionDiff(file=k[0], name=k[1], line=h.lines.get(k) or b.lines.get(k, 0),
