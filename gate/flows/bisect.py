@@ -7,8 +7,11 @@ build is slower than G's (docs/bisect.md).
    (gate.flows.bisect_builds), checked to import, then A/B'd against the good build until
    decided within the step's budget (gate.flows.bisect_ab). A commit that cannot be built,
    imported or served, or stays inconclusive, is skipped: never blamed.
-3. The result: the first bad commit, its hunks ranked by the profile diff of its step, every
-   step, the runner time (gate.flows.bisect_result). bisect.json and bisect.md.
+3. With --hunks: delta debugging of the first bad commit's hunks against the good build, in
+   the same session (gate.flows.bisect_hunks).
+4. The result: the first bad commit, its hunks ranked by the profile diff of its step (and
+   the smallest slow set of them), every step, the runner time (gate.flows.bisect_result).
+   bisect.json and bisect.md.
 
 The state (bisect-state.json) is saved after every finished step, so a cancelled bisect run
 again with the same arguments goes on where it stopped and never measures a finished step
