@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support.cli import gate_command, gate_env, gate_subprocess
 from support.paths import REPO_ROOT
 from support.vllm_bisect_repo import (
     PLAN_CHANGES,
@@ -30,7 +31,7 @@ from support.vllm_bisect_repo import (
     UTILS,
     build_repo,
 )
-from support.vllm_helpers import gate_cmd, run_gate, small_plan, wait_gone
+from support.vllm_helpers import small_plan, wait_gone
 
 from gate.core.errors import EXIT_FAIL, EXIT_TERMINATED
 from gate.evidence.bisect_record import BisectResult, BisectState, HunksResult
@@ -48,14 +49,14 @@ def bisected(tiny_model_dir, tmp_path_factory):
     cancelled = _cancel_after_endpoints(args, out / "bisect-state.json")
     assert wait_gone(marker) == [], "a server outlived the cancelled bisect"
     state_then = BisectState.model_validate_json((out / "bisect-state.json").read_text())
-    proc = run_gate(*args, timeout=1800)
+    proc = gate_subprocess(*args, timeout=1800)
     assert wait_gone(marker) == []
     return repo, out, cancelled, state_then, proc
 
 
 def _cancel_after_endpoints(args: list[str], state: Path) -> subprocess.CompletedProcess:
-    proc = subprocess.Popen(gate_cmd(*args), cwd=REPO_ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(gate_command(*args), cwd=REPO_ROOT, env=gate_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 1200
     while time.monotonic() < deadline and proc.poll() is None:
         if state.is_file() and json.loads(state.read_text())["steps"]:

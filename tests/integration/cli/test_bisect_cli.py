@@ -4,20 +4,18 @@ traceback, and starts no server. (A bisect that measures runs in tests/e2e.)"""
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from support.bisect_repo import BACKEND, install_package, make_repo, stand_in_python
-from support.paths import REPO_ROOT
+from support.cli import gate_subprocess
 
 from gate.evidence.bisect_record import BisectState, CommitInfo
 from gate.runner.commit_build import InstalledBuild
 
 
 def gate(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "gate.cli", "bisect", *args],
-                          capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+    return gate_subprocess("bisect", *args, timeout=120)
 
 
 @pytest.fixture

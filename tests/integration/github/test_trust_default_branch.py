@@ -4,13 +4,11 @@ by the real command line."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 
 import pytest
+from support.cli import gate_subprocess
 from support.fake_github import FakeGitHub
-from support.paths import REPO_ROOT
 
 REPO = "octo/vllm"
 TOKEN = "ghs_BisectTrust_0123456789"
@@ -29,11 +27,9 @@ def fake():
 
 
 def check(fake: FakeGitHub, *shas: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "GITHUB_API_URL": fake.url,
-           "GITHUB_REPOSITORY": REPO, "GITHUB_TOKEN": TOKEN}
+    env = {"GITHUB_API_URL": fake.url, "GITHUB_REPOSITORY": REPO, "GITHUB_TOKEN": TOKEN}
     args = [a for sha in shas for a in ("--sha", sha)]
-    return subprocess.run([sys.executable, "-m", "gate.cli", "trust", "check-on-default-branch",
-                           *args], env=env, capture_output=True, text=True, timeout=60)
+    return gate_subprocess("trust", "check-on-default-branch", *args, env=env, timeout=60)
 
 
 def test_commits_of_the_default_branch_pass(fake):
