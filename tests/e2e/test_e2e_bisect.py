@@ -3,8 +3,9 @@ installed vLLM's structured-output files (support.vllm_bisect_repo: eight commit
 does not import, the sixth adds host work per engine step in five hunks).
 
 One bisect with `--hunks`, cancelled with SIGTERM once the endpoints are confirmed and run
-again to the end: it names the slow commit, then delta-debugs that commit's five hunks against
-the good build. Cheap on purpose (each server start is about a minute on a slow 2-core
+again to the end: it names the slow commit (three A/Bs: the endpoints, the slow commit, its
+parent; the commit that does not import costs an import check, no server), then
+delta-debugs that commit's five hunks against the good build. Cheap on purpose (each server start is about a minute on a slow 2-core
 runner): a drain-only plan with one short window per build and round, at most two rounds,
 eager mode (no torch.compile warm-up), the good build's server shared by every step and hunk
 test, and the slow commit's own step standing for its whole change. Six servers in all: the
@@ -25,8 +26,10 @@ import pytest
 from support.cli import gate_command, gate_env, gate_subprocess
 from support.paths import REPO_ROOT
 from support.vllm_bisect_repo import (
+    BROKEN_COMMIT,
     PLAN_CHANGES,
     PROFILE_ARGS,
+    SLOW_COMMIT,
     SLOW_HUNK_MARK,
     UTILS,
     build_repo,
@@ -87,22 +90,24 @@ def test_the_rerun_goes_on_without_measuring_a_finished_step_again(bisected):
 def test_the_slow_commit_is_named_within_ceil_log2_8_plus_1_steps(bisected):
     repo, out, _, _, _ = bisected
     result = BisectResult.model_validate_json((out / "bisect.json").read_text())
-    assert result.first_bad.sha == repo.shas[6], result.headline
+    assert result.first_bad.sha == repo.shas[SLOW_COMMIT], result.headline
     ab_steps = [s for s in result.steps if s.outcome is not None]
     assert len(ab_steps) <= math.ceil(math.log2(8)) + 1
+    assert [s.commit for s in ab_steps] == [repo.bad, repo.shas[SLOW_COMMIT],
+                                            repo.shas[SLOW_COMMIT - 1]]
     assert all(s.build.startswith("overlay of") for s in ab_steps)
     assert result.runner_seconds > sum(s.seconds for s in result.steps) > 0
     md = (out / "bisect.md").read_text()
-    assert repo.shas[6] in md and "Runner time:" in md
+    assert repo.shas[SLOW_COMMIT] in md and "Runner time:" in md
 
 
 def test_the_commit_that_does_not_import_is_skipped_not_blamed(bisected):
     repo, out, _, _, _ = bisected
     result = BisectResult.model_validate_json((out / "bisect.json").read_text())
-    (step,) = [s for s in result.steps if s.commit == repo.shas[4]]
+    (step,) = [s for s in result.steps if s.commit == repo.shas[BROKEN_COMMIT]]
     assert step.verdict == "skipped" and step.outcome is None
     assert "request does not import: ImportError" in step.reason
-    assert result.first_bad.sha != repo.shas[4]
+    assert result.first_bad.sha != repo.shas[BROKEN_COMMIT]
 
 
 def test_the_slow_hunk_ranks_first_by_the_profile_diff(bisected):
@@ -116,7 +121,7 @@ def test_the_slow_hunk_ranks_first_by_the_profile_diff(bisected):
 def test_hunks_names_the_one_slow_hunk_of_five(bisected):
     repo, out, _, _, _ = bisected
     result = HunksResult.model_validate_json((out / "hunks-bisect.json").read_text())
-    assert len(result.hunks) == 5 and result.parent.sha == repo.shas[5]
+    assert len(result.hunks) == 5 and result.parent.sha == repo.shas[SLOW_COMMIT - 1]
     (only,) = result.minimal
     assert result.hunks[only].path == UTILS and SLOW_HUNK_MARK in result.hunks[only].text
     assert result.tests[0].build.startswith("the bisect's step")  # the whole change

@@ -5,14 +5,19 @@ The root commit holds vllm/v1/structured_output/*.py as this interpreter install
 compiled parts and the rest of the package stay in site-packages, shared, and every build is
 an overlay of the repository's files over it. The eight commits, oldest first:
 
-    1-3  comments in backend_xgrammar.py, request.py, backend_guidance.py
-    4    request.py imports a name that does not exist: the build does not import
-    5    fixes it
-    6    the slow commit, five hunks in four files: four are comments, one (the slow hunk)
+    1    a comment in backend_xgrammar.py
+    2    request.py imports a name that does not exist: the build does not import
+    3    fixes it
+    4    the slow commit, five hunks in four files: four are comments, one (the slow hunk)
          decorates apply_grammar_bitmask with host work of `HOST_WORK_FACTOR` times the
          function's own measured time on every engine step that applies a grammar bitmask,
          so the slowdown is relative to this runner's own speed
-    7-8  comments in backend_guidance.py and backend_types.py
+    5-8  comments in request.py, backend_guidance.py and backend_types.py
+
+The search (gate.evidence.bisection) then measures the bad commit (the endpoints), commit 4
+(slow), commit 2 (does not import: skipped without a server), commit 3 (fast): three A/Bs,
+within ceil(log2 8) + 1 = 4, and commit 4's parent is measured fast, so `--hunks` takes it
+apart against the good build.
 """
 
 from __future__ import annotations
@@ -100,7 +105,7 @@ def _slow(files: dict[str, str]) -> dict[str, str]:
     files[UTILS] = head + DECORATOR + sep + tail
     changed = {UTILS: files[UTILS]}
     for rel in (UTILS, f"{SO}/backend_xgrammar.py", f"{SO}/request.py", f"{SO}/__init__.py"):
-        changed.update(_append(files, rel, "# gate bisect test: commit 6"))
+        changed.update(_append(files, rel, "# gate bisect test: commit 4"))
     return changed
 
 
@@ -109,7 +114,7 @@ BROKEN_IMPORT = "from vllm.v1.structured_output.backend_types import GateNoSuchN
 
 def _fix(files: dict[str, str]) -> dict[str, str]:
     rel = f"{SO}/request.py"
-    files[rel] = files[rel].replace(BROKEN_IMPORT + "\n", "# commit 5\n")
+    files[rel] = files[rel].replace(BROKEN_IMPORT + "\n", "# commit 3\n")
     return {rel: files[rel]}
 
 
@@ -117,14 +122,15 @@ def _comment(rel: str, number: int):
     return lambda files: _append(files, f"{SO}/{rel}", f"# gate bisect test: commit {number}")
 
 
+SLOW_COMMIT, BROKEN_COMMIT = 4, 2
 COMMITS = [
     ("commit 1: comment in backend_xgrammar", _comment("backend_xgrammar.py", 1)),
-    ("commit 2: comment in request", _comment("request.py", 2)),
-    ("commit 3: comment in backend_guidance", _comment("backend_guidance.py", 3)),
-    ("commit 4: request imports a missing name",
+    ("commit 2: request imports a missing name",
      lambda files: _append(files, f"{SO}/request.py", BROKEN_IMPORT)),
-    ("commit 5: fix the import", _fix),
-    ("commit 6: check the grammar output on the host every step", _slow),
+    ("commit 3: fix the import", _fix),
+    ("commit 4: check the grammar output on the host every step", _slow),
+    ("commit 5: comment in request", _comment("request.py", 5)),
+    ("commit 6: comment in backend_guidance", _comment("backend_guidance.py", 6)),
     ("commit 7: comment in backend_guidance", _comment("backend_guidance.py", 7)),
     ("commit 8: comment in backend_types", _comment("backend_types.py", 8)),
 ]
