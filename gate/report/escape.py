@@ -75,8 +75,9 @@ def html_text(text: str, limit: int = 200) -> str:
     """Untrusted text inside an HTML element such as <summary> or <code>. Brackets become
     character references: inside a paragraph GitHub still reads markdown between inline tags,
     and `[text](url)` there would be a link."""
-    escaped = html.escape(one_line(text, limit), quote=True)
-    return neutralize(escaped.replace("[", "&#91;").replace("]", "&#93;"))
+    escaped = neutralize(html.escape(one_line(text, limit), quote=True))
+    # after neutralize, which would otherwise break the references' `&#9` like an issue ref
+    return escaped.replace("[", "&#91;").replace("]", "&#93;")
 
 
 def fence_for(body: str) -> str:

@@ -54,3 +54,11 @@ def test_a_report_full_of_lures_links_only_what_the_gate_links(tmp_path):
     assert sorted(links) == sorted(markdown_check.github_links(clean))
     shown = markdown_check.render(md)
     assert "+# docs at https://evil.example/docs" in "".join(shown.code)  # code keeps its text
+
+
+def test_brackets_in_html_text_render_as_brackets_and_refs_stay_dead():
+    """A hunk's section header such as `Callable[[str], _T]` reads as written on GitHub."""
+    shown = markdown_check.render(f"<code>{html_text('Callable[[str], _T] fixes #12')}</code>")
+    code = "".join(shown.code)
+    assert "Callable[[str], _T] fixes #\u200d12" == code
+    assert shown.live_refs() == []
