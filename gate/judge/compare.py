@@ -27,7 +27,13 @@ from gate.judge import sequential as seq
 from gate.judge.baseline import Baseline, Figure, mismatches
 from gate.judge.checks import LOWER, Slot, judged, per_repeat, ratio_slots, slots
 from gate.judge.noise import Noise, Prior, prior_for
-from gate.judge.run_validity import ab_errors, integrity_errors, runner_findings, validity_checks
+from gate.judge.run_validity import (
+    ab_errors,
+    integrity_errors,
+    runner_findings,
+    runner_notes,
+    validity_checks,
+)
 from gate.judge.verdict import Check, Outcome, Verdict, worst
 from gate.measure.results import Results
 from gate.plan.thresholds import Thresholds
@@ -231,9 +237,10 @@ def _runner_notes(head: Results, base: Results | None) -> tuple[list[str], list[
         warnings += [f"base: {w}" for w in warnings_for(base.fingerprint)]
     for who, res in (("head", head), ("base", base)):
         if res is not None:
-            doctor_errors, doctor_warnings = runner_findings(res, who)
-            errors += doctor_errors
-            warnings += doctor_warnings
+            for found_errors, found_warnings in (runner_findings(res, who),
+                                                 runner_notes(res, who)):
+                errors += found_errors
+                warnings += found_warnings
     return errors, warnings
 
 

@@ -11,6 +11,8 @@ from gate.judge.checks import HIGHER, LOWER
 from gate.judge.verdict import Check, Outcome
 from gate.measure.results import Results
 from gate.plan.thresholds import Thresholds
+from gate.runner.fingerprint import runner_line
+from gate.runner.model_runner import label
 
 
 def integrity_errors(results: Results, who: str) -> list[str]:
@@ -91,7 +93,35 @@ def ab_errors(head: Results, base: Results) -> list[str]:
     hb, hh = base.fingerprint.hardware_key, head.fingerprint.hardware_key
     if hb != hh:
         out.append(f"hardware differs: base {hb!r}, head {hh!r}")
+    rb, rh = base.fingerprint.model_runner, head.fingerprint.model_runner
+    if rb and rh and rb != rh:
+        out.append(
+            f"model runner differs: base {runner_line(base.fingerprint)}, head "
+            f"{runner_line(head.fingerprint)}: the builds ran different structured-output code "
+            "paths; pin one runner for both (VLLM_USE_V2_MODEL_RUNNER in the plan's server.env, "
+            "or --model-runner)")
     return out
+
+
+def runner_notes(results: Results, who: str) -> tuple[list[str], list[str]]:
+    """(errors, warnings) about the model runner that served `results`
+    (docs/compare.md#the-model-runner): a log that names two runners, or a runner other than
+    the one the environment pinned, is an error; a server the gate started whose log named
+    none is a warning."""
+    fp = results.fingerprint
+    served = results.doctor.served if results.doctor else None
+    if served and served.runner_conflict:
+        named = ", ".join(label(r) for r in served.runner_conflict)
+        return [f"{who}: the server logs name more than one model runner ({named}): which "
+                "structured-output path was measured is not known; pin one with "
+                "VLLM_USE_V2_MODEL_RUNNER"], []
+    if fp.model_runner_source == "server log" and fp.model_runner_pinned \
+            and fp.model_runner != fp.model_runner_pinned:
+        return [f"{who}: VLLM_USE_V2_MODEL_RUNNER pins the {label(fp.model_runner_pinned)} but "
+                f"the {label(fp.model_runner)} served (vLLM: {fp.model_runner_line})"], []
+    if results.server.started_by_gate and fp.model_runner_source != "server log":
+        return [], [f"{who}: the server log did not say which model runner served"]
+    return [], []
 
 
 def plan_differences(a: dict, b: dict, prefix: str = "", limit: int = 6) -> list[str]:
