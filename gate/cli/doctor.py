@@ -8,10 +8,10 @@ from pathlib import Path
 from gate.core.errors import GateError
 from gate.core.files import write_atomic
 from gate.core.settings import Settings
+from gate.plan.runner_pin import label
 from gate.runner import doctor
 from gate.runner.doctor import DoctorReport, Severity
 from gate.runner.fingerprint import ServedFacts
-from gate.runner.model_runner import label
 from gate.runner.probes import CGROUP, CPU_SYS, PROC
 
 ORDER = (Severity.invalidating, Severity.warning, Severity.info)

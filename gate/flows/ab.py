@@ -31,11 +31,11 @@ from gate.flows.diff_artifacts import write_diff
 from gate.judge.verdict import Outcome, Verdict
 from gate.measure.measured_build import Launch, MeasuredBuild, cells_for_repeat, open_measured_build
 from gate.measure.results import Results, ServerInfo, save_results
+from gate.plan import runner_pin
 from gate.plan.spec import Plan
 from gate.profile.diff import DiffSettings, ProfileDiff
 from gate.profile.sampling import SamplingOptions, should_profile
 from gate.profile.traffic import profile_server
-from gate.runner import model_runner
 from gate.runner.doctor import DoctorReport, Finding
 from gate.runner.fingerprint import Fingerprint, ServedFacts
 
@@ -120,8 +120,8 @@ def runner_mismatch(base: MeasuredBuild, head: MeasuredBuild) -> str | None:
                for s in (base, head)}
     if None in runners.values() or runners["base"] == runners["head"]:
         return None
-    return (f"the base server runs the {model_runner.label(runners['base'])} and the head "
-            f"server the {model_runner.label(runners['head'])}: their structured-output code "
+    return (f"the base server runs the {runner_pin.label(runners['base'])} and the head "
+            f"server the {runner_pin.label(runners['head'])}: their structured-output code "
             "paths differ, so the A/B "
             "is not measured; pin one runner for both (VLLM_USE_V2_MODEL_RUNNER in the plan's "
             "server.env, or --model-runner)")

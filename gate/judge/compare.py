@@ -32,6 +32,7 @@ from gate.judge.run_validity import (
     integrity_errors,
     runner_findings,
     runner_notes,
+    shape_warnings,
     validity_checks,
 )
 from gate.judge.verdict import Check, Outcome, Verdict, worst
@@ -215,6 +216,8 @@ def compare_results(
                             notes)
     doctor_errors, warnings = _runner_notes(head, base)
     errors += doctor_errors
+    warnings += [w for who, res in (("head", head), ("base", base)) if res is not None
+                 for w in shape_warnings(res, thresholds, who)]
     verdict = Verdict(
         outcome=Outcome.ERROR if errors else worst([c.outcome for c in checks + validity]),
         headline="", mode=mode, head_results=head_path, base_results=base_path,

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from gate.judge.checks import HIGHER, LOWER
 from gate.judge.verdict import Check, Outcome
+from gate.measure.metrics import guided_output_shape
 from gate.measure.results import Results
+from gate.plan.runner_pin import label
 from gate.plan.thresholds import Thresholds
 from gate.runner.fingerprint import runner_line
-from gate.runner.model_runner import label
 
 
 def integrity_errors(results: Results, who: str) -> list[str]:
@@ -101,6 +102,20 @@ def ab_errors(head: Results, base: Results) -> list[str]:
             "paths; pin one runner for both (VLLM_USE_V2_MODEL_RUNNER in the plan's server.env, "
             "or --model-runner)")
     return out
+
+
+def shape_warnings(results: Results, thresholds: Thresholds, who: str) -> list[str]:
+    """The workload's shape as it ran against the plan's expectation: guided outputs far
+    shorter than expected mean prefill, not decode steps with guided rows, fills the cells
+    (docs/compare.md#the-workloads-shape)."""
+    expected = results.plan.workload.expected.output_tokens
+    share = thresholds.output_length_min_share
+    shape = guided_output_shape(results.records)
+    if not expected or share is None or shape is None or shape.mean_tokens >= share * expected:
+        return []
+    return [f"{who}: guided outputs averaged {shape.mean_tokens:.0f} tokens, under "
+            f"{share:.0%} of the {expected} the plan expects: the workload did not have its "
+            "intended shape (short outputs dilute the per-step decode cost this plan measures)"]
 
 
 def runner_notes(results: Results, who: str) -> tuple[list[str], list[str]]:

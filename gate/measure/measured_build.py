@@ -30,11 +30,11 @@ from gate.measure.client import Request, Response, SteadyWindow
 from gate.measure.results import CellKey, CellSummary, RequestRecord, ServerInfo
 from gate.measure.server import VllmServer
 from gate.plan import workload
+from gate.plan.runner_pin import label
 from gate.plan.spec import Plan
 from gate.runner import doctor, tiny_model
 from gate.runner.doctor import DoctorReport, Finding, Severity
 from gate.runner.fingerprint import ServedFacts
-from gate.runner.model_runner import label
 from gate.runner.probes import read_server_log
 
 

@@ -23,11 +23,11 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from gate.core.errors import EXIT_ERROR, EXIT_PASS, GateError
+from gate.plan.runner_pin import label, parse_pin
 from gate.runner import gpus as smi
 from gate.runner import probes as probe
 from gate.runner.fingerprint import ServedFacts, probe_interpreter, serving_torch_threads
 from gate.runner.gpus import Gpu, GpuProcess, GpuReading
-from gate.runner.model_runner import label, parse_pin
 from gate.runner.probes import (
     DiskFacts,
     HostFacts,

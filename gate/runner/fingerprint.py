@@ -21,8 +21,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from gate.plan.runner_pin import Runner, label, pinned_runner
 from gate.runner.gpus import Gpu, gpus_or_none
-from gate.runner.model_runner import Runner, label, pinned_runner
 
 
 class CpuQuota(BaseModel):

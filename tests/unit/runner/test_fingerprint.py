@@ -6,6 +6,7 @@ import pytest
 from support.trees import write
 
 from gate.core.errors import GateError
+from gate.plan.runner_pin import pinned_runner
 from gate.runner.fingerprint import (
     CpuQuota,
     Fingerprint,
@@ -18,7 +19,6 @@ from gate.runner.fingerprint import (
     with_served,
 )
 from gate.runner.gpus import parse_gpus
-from gate.runner.model_runner import pinned_runner
 
 
 def test_cgroup_v2_quota(tmp_path):
