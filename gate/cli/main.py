@@ -21,6 +21,7 @@ from gate.cli import (
     publish,
     report,
     run,
+    scope,
     tiny_model,
     trust,
     verdict,
@@ -32,7 +33,7 @@ from gate.github.workflow_commands import safe_std_streams
 
 # Every subcommand, in the order `gate --help` lists them.
 COMMANDS = (
-    doctor, run, ab, calibrate, compare, verdict, baseline, hunks, profile, report, publish,
+    doctor, run, ab, calibrate, compare, verdict, baseline, hunks, scope, profile, report, publish,
     trust, install_vllm, tiny_model, export,
     fingerprint,
 )

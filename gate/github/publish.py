@@ -22,7 +22,6 @@ changes the verdict's exit code.
 from __future__ import annotations
 
 import sys
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +40,7 @@ from gate.github.client import (
     GitHubWriteUnknown,
 )
 from gate.github.comment_file import CommentFile, CommentRun, load_comment_file, slim, worst_verdict
-from gate.github.workflow_commands import workflow_command
+from gate.github.workflow_commands import workflow_command, write_outputs
 from gate.judge.verdict import Outcome, Verdict
 from gate.report.render import (
     GITHUB_COMMENT_LIMIT,
@@ -153,18 +152,6 @@ def append_summary(path: Path | None, report: str) -> None:
         return
     with path.open("a", encoding="utf-8") as fh:
         fh.write(report.rstrip("\n") + "\n\n")
-
-
-def write_outputs(path: Path | None, values: dict[str, str]) -> None:
-    """Append to GITHUB_OUTPUT in the heredoc form, which is safe for any value."""
-    if path is None:
-        return
-    with path.open("a", encoding="utf-8") as fh:
-        for name, value in values.items():
-            delimiter = f"ghadelimiter_{uuid.uuid4()}"
-            while delimiter in value:  # pragma: no cover - astronomically unlikely
-                delimiter = f"ghadelimiter_{uuid.uuid4()}"
-            fh.write(f"{name}<<{delimiter}\n{value}\n{delimiter}\n")
 
 
 def escape_data(text: str) -> str:

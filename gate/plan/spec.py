@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from gate.core.errors import GateError
 from gate.core.files import load_yaml_mapping, validate
 from gate.plan import runner_pin
+from gate.plan.schemas import BUILTIN_SCHEMAS, PERSON_SCHEMA
 from gate.plan.thresholds import Thresholds
 
 
@@ -114,8 +115,9 @@ class WorkloadSpec(StrictModel):
         "Record {i}: describe a fictional person as JSON with name, age, city and tags.",
         description="Python format string; {i} is the prompt index",
     )
-    json_schema: dict[str, Any] | None = Field(
-        None, description="the schema of guided outputs; None: the built-in person schema"
+    json_schema: dict[str, Any] | str | None = Field(
+        None, description="the schema of guided outputs, or the name of a built-in one "
+        f"({', '.join(BUILTIN_SCHEMAS)}; gate/plan/schemas.py); None: person",
     )
     schema_variants: Literal["shared", "unique"] = Field(
         "shared",
@@ -139,6 +141,13 @@ class WorkloadSpec(StrictModel):
         "fewer chunks is coalesced (its stream was held back) and its cell is re-measured",
     )
     expected: Expected = Field(default_factory=Expected)
+
+    @model_validator(mode="after")
+    def _known_schema(self) -> WorkloadSpec:
+        if isinstance(self.json_schema, str) and self.json_schema not in BUILTIN_SCHEMAS:
+            raise ValueError(f"workload.json_schema {self.json_schema!r} is not a built-in "
+                             f"schema ({', '.join(BUILTIN_SCHEMAS)}) nor a schema mapping")
+        return self
 
     @model_validator(mode="after")
     def _template_formats(self) -> WorkloadSpec:
@@ -263,6 +272,8 @@ class Plan(StrictModel):
         thresholds: two runs with equal hashes are comparable."""
         shaping = self.model_dump(include={"server", "workload", "drain", "sweep"}, mode="json")
         shaping["workload"].pop("expected", None)  # what a run should show, not what it does
+        if isinstance(self.workload.json_schema, str):  # hash what is sent, not its name
+            shaping["workload"]["json_schema"] = resolve_schema(self.workload.json_schema)
         for volatile in ("port", "host", "startup_timeout_s", "shutdown_timeout_s", "python"):
             shaping["server"].pop(volatile, None)
         if shaping["server"]["launch"] in ("serve", "module"):
@@ -275,7 +286,15 @@ class Plan(StrictModel):
         return hashlib.sha256(blob).hexdigest()[:16]
 
 
-BUILTIN_PLANS = ("cpu-smoke", "a100-gemma4-26b", "a100-gemma4-26b-pr", "b300-gemma4-31b")
+def resolve_schema(schema: dict[str, Any] | str | None) -> dict[str, Any]:
+    """A workload's schema: given, built in by name, or (None) the person schema."""
+    if schema is None:
+        return PERSON_SCHEMA
+    return BUILTIN_SCHEMAS[schema] if isinstance(schema, str) else schema
+
+
+BUILTIN_PLANS = ("cpu-smoke", "a100-gemma4-26b", "a100-gemma4-26b-pr", "a100-gemma3-1b-pair",
+                 "b300-gemma4-31b")
 
 
 def builtin_plan_path(name: str) -> Path:

@@ -12,29 +12,14 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from gate.core.errors import GateError
-from gate.plan.spec import WorkloadSpec
+from gate.plan.schemas import PERSON_SCHEMA
+from gate.plan.spec import WorkloadSpec, resolve_schema
 
-# Bounded everywhere (string lengths, integer ranges, enums, array sizes) so that every output
-# terminates well inside max_tokens even from a random-weight model.
-PERSON_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "name": {"type": "string", "minLength": 1, "maxLength": 12},
-        "age": {"type": "integer", "minimum": 0, "maximum": 120},
-        "city": {"type": "string", "enum": ["Paris", "Lima", "Oslo", "Kyoto", "Accra"]},
-        "tags": {
-            "type": "array",
-            "items": {"type": "string", "enum": ["a", "b", "c"]},
-            "maxItems": 3,
-        },
-    },
-    "required": ["name", "age", "city", "tags"],
-    "additionalProperties": False,
-}
-
+__all__ = ["PERSON_SCHEMA", "base_schema", "output_length_bounds", "prompts", "request_body",
+           "schema_for", "validate_output"]
 
 def base_schema(spec: WorkloadSpec) -> dict[str, Any]:
-    schema = spec.json_schema if spec.json_schema is not None else PERSON_SCHEMA
+    schema = resolve_schema(spec.json_schema)
     try:
         Draft202012Validator.check_schema(schema)
     except SchemaError as exc:

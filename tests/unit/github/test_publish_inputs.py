@@ -24,8 +24,8 @@ from gate.github.publish import (
     find_sticky,
     marker,
     outcome_of,
-    write_outputs,
 )
+from gate.github.workflow_commands import write_outputs
 from gate.judge.verdict import Outcome, Verdict
 from gate.report.render import outcome_tag
 
