@@ -327,7 +327,7 @@ def pin_runner(plan: Plan, runner: str | None) -> Plan:
     if runner != "auto":
         if runner not in runner_pin.RUNNERS:
             raise GateError(f"--model-runner {runner!r}: choose v1, v2 or auto")
-        env[runner_pin.RUNNER_ENV] = runner_pin.pin_value(runner)  # type: ignore[arg-type]
+        env[runner_pin.RUNNER_ENV] = runner_pin.pin_value(runner)
     data = plan.model_dump(mode="python")
     data["server"]["env"] = env
     return parse_plan(data, f"(model runner {runner})")
