@@ -209,7 +209,7 @@ def compare_results(
                 "the baseline's figures are reported from a public source "
                 f"({baseline.provenance.url or baseline.provenance.source}), not measured by "
                 "this plan: a difference may also come from the harness")
-    errors += mismatch
+    errors = mismatch + errors  # not comparable at all: the first thing to say
     max_looks = (head.sequential_rounds if base is not None and head.sequential_rounds
                  and base.sequential_rounds == head.sequential_rounds else 1)
     checks, family = _judge(head, base, baseline, thresholds, noise, max_looks, bool(mismatch),

@@ -19,7 +19,7 @@ from gate.runner.fingerprint import runner_line
 def integrity_errors(results: Results, who: str) -> list[str]:
     """Why the measurement in `results` cannot be judged at all (empty when it can)."""
     out = []
-    if results.status != "complete":
+    if results.status != "complete" and not results.errors:
         out.append(f"{who} run status is {results.status!r}, not complete")
     out += [f"{who} run error: {e}" for e in results.errors]
     measured = [c for c in results.cells if c.phase in ("drain", "sweep")]
