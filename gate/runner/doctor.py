@@ -491,8 +491,11 @@ def examine(ex: Examination) -> DoctorReport:
                                  roots.cgroup)
         findings += server_process_findings(procs, log, host.host_cores)
         served = served_facts(procs, log, host.host_cores)
-        memlock = probe.read_memlock(roots.proc / str(ex.server_pid) / "limits")
-        whose = f"the server (pid {ex.server_pid})"
+        try:
+            memlock = probe.read_memlock(roots.proc / str(ex.server_pid) / "limits")
+            whose = f"the server (pid {ex.server_pid})"
+        except OSError:  # gone meanwhile: this shell's limit is the best left
+            whose = "this shell (the server's limits could not be read)"
     elif ex.server_log is not None:
         log = _read_log(ex.server_log)
         served = served_facts([], log, host.host_cores)
