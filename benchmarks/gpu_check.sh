@@ -7,8 +7,8 @@
 #                      buffer, np.full, and vLLM's own async_tensor_h2d
 #                      (benchmarks/bitmask_staging.py)
 #   3. ab-aa           a short gate ab A/A: the same build on both sides
-#   4. ab-slow         gate ab with tests/fixtures/slow_bitmask on the head (0.05 ms of host
-#                      CPU per bitmask row and step, ~19 ms a step at 384 rows): should fail
+#   4. ab-slow         gate ab with tests/fixtures/slow_bitmask on the head (host CPU burnt in
+#                      V1's apply_grammar_bitmask, half a healthy guided step): should fail
 #   5. calibrate       gate calibrate, 3 A/A rounds, a noise profile of this GPU
 #
 # Steps 3-5 serve the gate's tiny 262,144-token model (benchmarks/gpu_check_plan.yaml: both
@@ -81,7 +81,7 @@ else
   run_step ab-aa 120 "${gate[@]}" ab --plan "$plan" --base "$python" --head "$python" \
     --rounds 2 --profile never --out "$out/ab-aa" --noise-dir "$out/noise" --quiet
   run_step ab-slow 120 "${gate[@]}" ab --plan "$plan" --base "$python" --head "$python" \
-    --head-env "PYTHONPATH=$fixture" --head-env GATE_FIXTURE_MS_PER_ROW=0.05 \
+    --head-env "PYTHONPATH=$fixture" --head-env GATE_FIXTURE_STEP_FRACTION=0.5 \
     --rounds 2 --profile never --out "$out/ab-slow" --noise-dir "$out/noise" --quiet
   run_step calibrate 180 "${gate[@]}" calibrate --plan "$plan" --python "$python" \
     --rounds 3 --noise-dir "$out/noise" --out "$out/calibrate" --quiet

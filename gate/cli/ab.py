@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gate.cli.common import add_model_runner, assignments, diff_settings, int_list, write_verdict
+from gate.cli.common import add_model_runner, assignments, diff_settings, int_list
 from gate.core.errors import GateError
 from gate.core.progress import Progress
 from gate.core.settings import Settings
 from gate.flows import ab
 from gate.judge.compare import compare_results
 from gate.judge.noise import noise_for
+from gate.judge.verdict import save_verdict
 from gate.plan.spec import apply_overrides, load_plan, pin_runner
 from gate.profile.diff import DiffSettings
 from gate.profile.sampling import DEFAULT_RATE_HZ, PROFILE_POLICIES, SamplingOptions
@@ -92,7 +93,7 @@ def handle(args, settings: Settings) -> int:
     result = ab.ab(plan, base, head, args.out, judge, Progress(quiet=args.quiet),
                    settings.cache_dir, ab.Profiling(args.profile, options, diff))
     path = args.out / "verdict.json"
-    write_verdict(result.verdict, path)
+    save_verdict(result.verdict, path)
     print(terminal.render_verdict(result.verdict))
     print(f"\nverdict: {path} (base: {args.out / 'base'}, head: {args.out / 'head'})")
     return result.verdict.exit_code

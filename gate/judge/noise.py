@@ -22,7 +22,6 @@ why it fell back to the labelled constant.
 
 from __future__ import annotations
 
-import datetime as dt
 import fnmatch
 import math
 from collections.abc import Mapping, Sequence
@@ -30,14 +29,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import yaml
-from pydantic import BaseModel, ConfigDict, Field
-from scipy import stats as scipy_stats
+from pydantic import Field
+from scipy import special
 
 from gate import __version__
 from gate.core.errors import GateError, MeasurementError
-from gate.core.files import load_yaml_model, write_atomic
-from gate.judge.baseline import slug
+from gate.core.store import StrictModel, load_record, load_records, slug, today, write_record
 
 NOISE_SCHEMA_VERSION = 1
 MAX_HISTORY = 20
@@ -47,11 +44,7 @@ DEFAULT_NOISE_DIR = Path("baselines") / "noise"
 FALLBACK_PRIOR_DF = 4.0
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class CheckNoise(_Strict):
+class CheckNoise(StrictModel):
     sigma: float = Field(gt=0, description="sd across rounds of d = log(head/base), natural log")
     pairs: int = Field(ge=2, description="A/A rounds (pairs) behind sigma; worth pairs - 1 df")
     unit: str = Field("", description="unit of the figure (req/min, ms, x)")
@@ -66,7 +59,7 @@ class CheckNoise(_Strict):
         return float(self.pairs - 1)
 
 
-class NoiseProvenance(_Strict):
+class NoiseProvenance(StrictModel):
     date: str = Field(description="ISO date of the calibration")
     gate_version: str = Field(description="gate version that measured it")
     runner: str = Field("", description="fingerprint summary: cores, quota, threads, versions")
@@ -74,13 +67,13 @@ class NoiseProvenance(_Strict):
     note: str = ""
 
 
-class CalibrationKey(_Strict):
+class CalibrationKey(StrictModel):
     plan: str = Field(description="plan name")
     plan_hash: str = Field(description="Plan.measurement_hash() of the calibrated plan")
     hardware_key: str = Field(description="Fingerprint.hardware_key, or an fnmatch pattern of it")
 
 
-class NoiseHistoryEntry(_Strict):
+class NoiseHistoryEntry(StrictModel):
     provenance: NoiseProvenance
     plan_hash: str
     checks: dict[str, CheckNoise]
@@ -197,17 +190,13 @@ def offset_warnings(profile: NoiseCalibration, alpha: float = 0.01) -> list[str]
         if c.aa_mean is None:
             continue
         t = abs(c.aa_mean) / (c.sigma / math.sqrt(c.pairs))
-        if 2 * scipy_stats.t.sf(t, c.pairs - 1) < each:
+        if 2 * special.stdtr(c.pairs - 1, -t) < each:
             out.append(
                 f"{name}: the two servers differ by {math.expm1(c.aa_mean):+.1%} on average over "
                 f"{c.pairs} A/A rounds (spread {c.sigma:.1%} per round): a systematic server "
                 "difference, not noise; find its cause before trusting A/B verdicts on this check"
             )
     return out
-
-
-def today() -> str:
-    return dt.datetime.now(dt.timezone.utc).date().isoformat()
 
 
 def make_provenance(runner: str = "", command: str = "", note: str = "") -> NoiseProvenance:
@@ -218,21 +207,11 @@ def make_provenance(runner: str = "", command: str = "", note: str = "") -> Nois
 
 
 def load_calibration(path: str | Path) -> NoiseCalibration:
-    path = Path(path)
-    profile = load_yaml_model(NoiseCalibration, path, "noise profile")
-    if profile.schema_version != NOISE_SCHEMA_VERSION:
-        raise GateError(
-            f"noise profile {path} has schema v{profile.schema_version}; this gate reads v{NOISE_SCHEMA_VERSION}"
-        )
-    return profile
+    return load_record(NoiseCalibration, path, "noise calibration", NOISE_SCHEMA_VERSION)
 
 
 def load_all_calibrations(directory: str | Path) -> list[tuple[Path, NoiseCalibration]]:
-    directory = Path(directory)
-    if not directory.is_dir():
-        return []
-    files = sorted(list(directory.glob("*.yaml")) + list(directory.glob("*.yml")))
-    return [(p, load_calibration(p)) for p in files]
+    return load_records(NoiseCalibration, directory, "noise calibration", NOISE_SCHEMA_VERSION)
 
 
 def calibration_mismatches(profile: CalibrationKey, want: CalibrationKey) -> list[str]:
@@ -306,11 +285,6 @@ def calibration_filename(identity: CalibrationKey) -> str:
     return f"{slug(identity.plan)}--{slug(identity.hardware_key)}.yaml"
 
 
-def dump_calibration(profile: NoiseCalibration) -> str:
-    data = profile.model_dump(mode="json", exclude_none=True)
-    return yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100)
-
-
 def store_calibration(directory: str | Path, profile: NoiseCalibration) -> Path:
     """Write `profile` atomically as {plan}--{hardware}.yaml in `directory`, moving the entry it
     replaces into its history. An existing file that does not load is an error and is left as
@@ -322,7 +296,4 @@ def store_calibration(directory: str | Path, profile: NoiseCalibration) -> Path:
         old = load_calibration(path)  # a broken stored profile stops here, untouched
         entry = NoiseHistoryEntry(provenance=old.provenance, plan_hash=old.plan_hash, checks=old.checks)
         new.history = [entry, *old.history][:MAX_HISTORY]
-    text = dump_calibration(new)
-    NoiseCalibration.model_validate(yaml.safe_load(text))  # what is written must load back
-    write_atomic(path, text)
-    return path
+    return write_record(path, new)

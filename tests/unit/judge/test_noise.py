@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from gate.core.errors import EXIT_BAD_INPUT, EXIT_ERROR, GateError, MeasurementError
+from gate.core.store import dump_record
 from gate.judge import noise
 from gate.judge.noise import CalibrationKey, NoiseCalibration
 
@@ -147,7 +148,7 @@ def test_find_never_skips_a_broken_file_or_guesses_between_two(tmp_path):
         noise.find_calibration(tmp_path, CPU)
     (tmp_path / "zz.yaml").unlink()
     pattern = _profile(CPU.model_copy(update={"hardware_key": "cpu: Test*"}))
-    _write(tmp_path / "pattern.yaml", noise.dump_calibration(pattern))
+    _write(tmp_path / "pattern.yaml", dump_record(pattern))
     with pytest.raises(GateError, match="several noise profiles"):
         noise.find_calibration(tmp_path, CPU)
 
