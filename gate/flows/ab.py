@@ -122,9 +122,8 @@ def runner_mismatch(base: MeasuredBuild, head: MeasuredBuild) -> str | None:
         return None
     return (f"the base server runs the {runner_pin.label(runners['base'])} and the head "
             f"server the {runner_pin.label(runners['head'])}: their structured-output code "
-            "paths differ, so the A/B "
-            "is not measured; pin one runner for both (VLLM_USE_V2_MODEL_RUNNER in the plan's "
-            "server.env, or --model-runner)")
+            "paths differ, so the A/B is not measured; pin one runner for both "
+            "(VLLM_USE_V2_MODEL_RUNNER in the plan's server.env, or --model-runner)")
 
 
 @dataclass
