@@ -42,8 +42,9 @@ def test_the_run_completes_and_leaves_no_process(readme_run):
     assert results.fingerprint.model_runner == results.doctor.served.model_runner == "v1"
     assert results.fingerprint.model_runner_source == "server log"
     assert results.fingerprint.torch_threads == results.doctor.served.torch_threads
-    assert results.server.command[1:3] == ["-c", results.server.command[2]]  # vllm serve
-    assert "serve" in results.server.command and "api_server` is deprecated" not in log
+    # launched as `vllm serve` (vLLM's CLI entry point run by the build's interpreter)
+    assert results.server.command[1] == "-c" and "serve" in results.server.command
+    assert "api_server` is deprecated" not in log
     # Progress shows server start and every cell with counts and elapsed time.
     assert "server healthy after" in proc.stderr
     drain = results.cell(CellKey("drain", "guided", results.plan.drain.concurrency))
