@@ -63,8 +63,8 @@ for step in steps:
 sys.exit(1 if bad else 0)
 PY
 
-echo "== shellcheck (scripts, .ci/run)"
-shellcheck -s bash -S warning scripts/*.sh .ci/run || status=1
+echo "== shellcheck (scripts, benchmarks, .ci/run)"
+shellcheck -s bash -S warning scripts/*.sh benchmarks/*.sh .ci/run || status=1
 
 echo "== zizmor $(zizmor --version) (auditor persona)"
 zizmor --persona auditor --offline --no-progress --min-severity medium action.yml workflows/*.yml || status=1

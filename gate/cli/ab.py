@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gate.cli.common import assignments, diff_settings, int_list
+from gate.cli.common import add_model_runner, assignments, diff_settings, int_list
 from gate.core.errors import GateError
 from gate.core.progress import Progress
 from gate.core.settings import Settings
@@ -13,7 +13,7 @@ from gate.flows import ab
 from gate.judge.compare import compare_results
 from gate.judge.noise import noise_for
 from gate.judge.verdict import save_verdict
-from gate.plan.spec import apply_overrides, load_plan
+from gate.plan.spec import apply_overrides, load_plan, pin_runner
 from gate.profile.diff_file import DiffSettings
 from gate.profile.sampling import DEFAULT_RATE_HZ, PROFILE_POLICIES, SamplingOptions
 from gate.report import terminal
@@ -56,6 +56,7 @@ def add_parser(sub) -> None:
                    help="smallest per-function difference the profile diff names, as a share "
                    "of the base build's time per token (default %(default)s: the noise between "
                    "two servers measured on CPU; see docs/profile.md)")
+    add_model_runner(p)
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(handler=handle)
 
@@ -72,8 +73,9 @@ def ab_settings(args) -> dict:
 
 
 def handle(args, settings: Settings) -> int:
-    plan = apply_overrides(load_plan(args.plan), drain_requests=args.drain_requests,
-                           levels=args.levels, window_s=args.window, ab=ab_settings(args))
+    plan = pin_runner(apply_overrides(load_plan(args.plan), drain_requests=args.drain_requests,
+                                      levels=args.levels, window_s=args.window,
+                                      ab=ab_settings(args)), args.model_runner)
     thresholds = plan.thresholds.with_overrides(assignments(args.threshold, "--threshold"))
     base = ab.Build("base", ab.resolve_python(args.base), assignments(args.base_env, "--base-env"))
     head = ab.Build("head", ab.resolve_python(args.head), assignments(args.head_env, "--head-env"))

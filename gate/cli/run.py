@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gate.cli.common import int_list
+from gate.cli.common import add_model_runner, int_list
 from gate.core.errors import EXIT_ERROR, EXIT_PASS
 from gate.core.progress import Progress
 from gate.core.settings import Settings
 from gate.flows import run
-from gate.plan.spec import apply_overrides, load_plan
+from gate.plan.spec import apply_overrides, load_plan, pin_runner
 from gate.report import terminal
 from gate.runner.fingerprint import warnings_for
 
@@ -29,17 +29,18 @@ def add_parser(sub) -> None:
     p.add_argument("--max-tokens", type=int, help="override workload.max_tokens")
     p.add_argument("--no-drain", action="store_true", help="skip the drain")
     p.add_argument("--no-sweep", action="store_true", help="skip the sweep")
+    add_model_runner(p)
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.set_defaults(handler=handle)
 
 
 def handle(args, settings: Settings) -> int:
-    plan = apply_overrides(
+    plan = pin_runner(apply_overrides(
         load_plan(args.plan), repeats=args.repeats, drain_requests=args.drain_requests,
         drain_concurrency=args.drain_concurrency, levels=args.levels,
         window_s=args.window, max_tokens=args.max_tokens,
         no_drain=args.no_drain, no_sweep=args.no_sweep,
-    )
+    ), args.model_runner)
     progress = Progress(quiet=args.quiet)
     progress(f"plan {plan.name}: {plan.repeats} repeat(s), drain "
              f"{plan.drain.requests if plan.drain.enabled else 'off'}, sweep levels "

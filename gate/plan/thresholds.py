@@ -47,6 +47,11 @@ class Thresholds(BaseModel):
     ratio_min_concurrency: int = Field(8, ge=1, description="apply the ratio bound from this level up")
     validity_min: float = Field(1.0, ge=0, le=1, description="share of guided outputs that must validate")
     max_length_finishes: int = Field(0, ge=0, description="allowed finish_reason=length on guided requests")
+    output_length_min_share: float | None = Field(
+        0.5, gt=0, le=1,
+        description="warn when the mean guided output is shorter than this share of the "
+        "plan's workload.expected.output_tokens (the workload did not have its intended "
+        "shape); null: not checked")
     confidence: float = Field(
         0.95, gt=0.5, lt=1.0,
         description="confidence level of the intervals, simultaneous over all judged checks",

@@ -12,29 +12,14 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from gate.core.errors import GateError
-from gate.plan.spec import WorkloadSpec
+from gate.plan.schemas import PERSON_SCHEMA
+from gate.plan.spec import WorkloadSpec, resolve_schema
 
-# Bounded everywhere (string lengths, integer ranges, enums, array sizes) so that every output
-# terminates well inside max_tokens even from a random-weight model.
-PERSON_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "name": {"type": "string", "minLength": 1, "maxLength": 12},
-        "age": {"type": "integer", "minimum": 0, "maximum": 120},
-        "city": {"type": "string", "enum": ["Paris", "Lima", "Oslo", "Kyoto", "Accra"]},
-        "tags": {
-            "type": "array",
-            "items": {"type": "string", "enum": ["a", "b", "c"]},
-            "maxItems": 3,
-        },
-    },
-    "required": ["name", "age", "city", "tags"],
-    "additionalProperties": False,
-}
-
+__all__ = ["PERSON_SCHEMA", "base_schema", "output_length_bounds", "prompts", "request_body",
+           "schema_for", "validate_output"]
 
 def base_schema(spec: WorkloadSpec) -> dict[str, Any]:
-    schema = spec.json_schema if spec.json_schema is not None else PERSON_SCHEMA
+    schema = resolve_schema(spec.json_schema)
     try:
         Draft202012Validator.check_schema(schema)
     except SchemaError as exc:
@@ -99,3 +84,64 @@ def validate_output(text: str, schema: dict[str, Any]) -> str | None:
         where = "/".join(str(p) for p in error.absolute_path) or "(root)"
         return f"schema violation at {where}: {error.message[:200]}"
     return None
+
+
+# ---- how long a guided output can be ---------------------------------------------------------
+
+def _digits(lo: int, hi: int) -> tuple[int, int]:
+    """Shortest and longest decimal spelling of an integer in [lo, hi]."""
+    def width(n: int) -> int:
+        return len(str(n))
+    shortest = 1 if lo <= 0 <= hi else min(width(lo), width(hi))
+    return shortest, max(width(lo), width(hi))
+
+
+def _add(a: tuple[int, int | None], b: tuple[int, int | None]) -> tuple[int, int | None]:
+    return a[0] + b[0], None if a[1] is None or b[1] is None else a[1] + b[1]
+
+
+def output_length_bounds(schema: dict[str, Any]) -> tuple[int, int | None]:
+    """(shortest, longest) compact JSON text, in characters, that `schema` admits: what the
+    grammar forces whatever model fills it (xgrammar without free whitespace writes ", " and
+    ": " between items, as json.dumps does). None: unbounded. Covers the bounded subset the
+    gate's schemas use: objects whose properties are all required, arrays with minItems and
+    maxItems, strings with minLength/maxLength (characters that need no escape), integers with
+    both bounds, enums and booleans; anything else is a GateError."""
+    if "enum" in schema:
+        spelled = [len(json.dumps(v)) for v in schema["enum"]]
+        return min(spelled), max(spelled)
+    kind = schema.get("type")
+    if kind == "object":
+        return _object_bounds(schema)
+    if kind == "array":
+        return _array_bounds(schema)
+    if kind == "string":
+        hi = schema.get("maxLength")
+        return 2 + schema.get("minLength", 0), None if hi is None else 2 + hi
+    if kind == "integer" and "minimum" in schema and "maximum" in schema:
+        return _digits(int(schema["minimum"]), int(schema["maximum"]))
+    if kind == "boolean":
+        return 4, 5
+    raise GateError(f"output_length_bounds: no bound for the schema part {json.dumps(schema)[:80]}")
+
+
+def _object_bounds(schema: dict[str, Any]) -> tuple[int, int | None]:
+    props = schema.get("properties", {})
+    if set(schema.get("required", [])) != set(props) or schema.get("additionalProperties", True):
+        raise GateError("output_length_bounds: objects must require every property and allow "
+                        "no others")
+    frame = 2 + 2 * max(len(props) - 1, 0)  # the braces and the ", " between properties
+    total: tuple[int, int | None] = (frame, frame)
+    for name, sub in props.items():
+        key = len(json.dumps(name)) + 2  # "name" and ": "
+        total = _add(total, _add((key, key), output_length_bounds(sub)))
+    return total
+
+
+def _array_bounds(schema: dict[str, Any]) -> tuple[int, int | None]:
+    lo_n, hi_n = schema.get("minItems", 0), schema.get("maxItems")
+    item = output_length_bounds(schema.get("items", {}))
+    lo = 2 + lo_n * item[0] + 2 * max(lo_n - 1, 0)
+    if hi_n is None or item[1] is None:
+        return lo, None
+    return lo, 2 + hi_n * item[1] + 2 * max(hi_n - 1, 0)

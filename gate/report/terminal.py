@@ -6,6 +6,7 @@ from tabulate import tabulate
 
 from gate.judge.verdict import Check, Verdict
 from gate.measure.results import Distribution, Results
+from gate.runner.fingerprint import runner_line
 
 
 def _p(d: Distribution | None, attr: str) -> str:
@@ -50,11 +51,12 @@ def render(results: Results) -> str:
         f"plan {results.plan.name} (hash {results.plan_hash}), label {results.label}, "
         f"status {results.status.upper()}",
         f"hardware {fp.hardware_key}; host cores {fp.host_cores}, CPU quota "
-        f"{'none' if quota is None else f'{quota:g}'}, torch threads {fp.torch_threads}, "
+        f"{'none' if quota is None else f'{quota:g}'}, torch threads {fp.torch_threads}"
+        f"{f' ({fp.torch_threads_source})' if fp.torch_threads_source else ''}, "
         f"OMP_NUM_THREADS {fp.omp_num_threads or 'unset'}",
         f"vllm {fp.vllm_version or '?'}, "
         f"torch {fp.versions.get('torch', '?')}, xgrammar {fp.versions.get('xgrammar', '?')}, "
-        f"runner {fp.model_runner}",
+        f"{runner_line(fp)}",
         "",
         cells_table(results),
     ]

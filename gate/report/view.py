@@ -18,11 +18,12 @@ from gate.core.text import one_line
 from gate.evidence.attribution import Evidence, apply_evidence
 from gate.evidence.hunks import Hunk, HunkSet
 from gate.judge.verdict import Check, Outcome, Verdict
+from gate.measure.metrics import guided_output_shape
 from gate.measure.results import Results
 from gate.profile.diff_file import ProfileDiff
 from gate.report.chart import mermaid_chart
 from gate.report.where_time import render_where_time
-from gate.runner.fingerprint import Fingerprint, warnings_for
+from gate.runner.fingerprint import Fingerprint, runner_line, warnings_for
 
 DASH = Markup("–")
 MAX_LIST_ITEMS = 20
@@ -120,6 +121,24 @@ def builds(head: Results, base: Results | None) -> list[tuple[str, Results]]:
     return [("base", base), ("head", head)] if base is not None else [("head", head)]
 
 
+def build_name(name: str, r: Results) -> str:
+    """'base (V1)': the build and the model runner its tables come from."""
+    runner = r.fingerprint.model_runner
+    return f"{name} ({runner.upper()})" if runner else name
+
+
+def runners_line(head: Results | None, base: Results | None) -> str:
+    """Which model runner served the tables below, and how that is known."""
+    if head is None:
+        return ""
+    pairs = builds(head, base)
+    lines = {name: runner_line(r.fingerprint) for name, r in pairs}
+    if len(set(lines.values())) == 1:
+        both = " (both builds)" if base is not None else ""
+        return f"Tables from the {lines['head']}{both}"
+    return "Tables from: " + "; ".join(f"{name}: {line}" for name, line in lines.items())
+
+
 def fmt_ratio(ratio: float | None, r: Results, c: int) -> Markup:
     if ratio is None:
         return DASH
@@ -132,7 +151,7 @@ def fmt_ratio(ratio: float | None, r: Results, c: int) -> Markup:
 def level_row(name: str, r: Results, c: int) -> list[Markup]:
     g, f = r.cells_of("sweep", "guided", c), r.cells_of("sweep", "free", c)
     ratio = med([x.tpot_p50_ratio for x in r.ratios if x.concurrency == c])
-    return [Markup(str(c)), Markup(name),
+    return [Markup(str(c)), Markup(build_name(name, r)),
             fmt_num(med([x.tpot_ms.p50 if x.tpot_ms else None for x in g])),
             fmt_num(med([x.tpot_ms.p50 if x.tpot_ms else None for x in f])),
             fmt_ratio(ratio, r, c), fmt_num(med([x.output_throughput for x in g])),
@@ -160,7 +179,7 @@ def drain_rows(head: Results, base: Results | None) -> list[list[Markup]]:
     for name, r in builds(head, base):
         if cells := r.cells_of("drain"):
             done = f"{sum(c.completed for c in cells)}/{sum(c.requests for c in cells)}"
-            rows.append([Markup(name), Markup(done), fmt_num(med([c.duration_s for c in cells])),
+            rows.append([Markup(build_name(name, r)), Markup(done), fmt_num(med([c.duration_s for c in cells])),
                          fmt_num(med([c.requests_per_min for c in cells])),
                          fmt_num(med([c.output_throughput for c in cells])), validity(r)])
     return rows
@@ -209,6 +228,16 @@ def threads_info(fp: Fingerprint) -> str:
             f"OMP_NUM_THREADS={fp.omp_num_threads or 'unset'}")
 
 
+def output_length(r: Results) -> str:
+    """Mean guided output length as measured, against the plan's expectation."""
+    shape = guided_output_shape(r.records)
+    if shape is None:
+        return DASH
+    expected = r.plan.workload.expected.output_tokens
+    return (f"{shape.mean_tokens:.0f} tokens ({shape.mean_chars:.0f} characters) per guided "
+            f"output, {shape.requests} requests" + (f"; plan expects {expected}" if expected else ""))
+
+
 def timings(r: Results) -> str:
     if not r.timings_s:
         return DASH
@@ -227,14 +256,15 @@ def streams(r: Results) -> str:
     return share + ("; measured again: " + ", ".join(again) if again else "")
 
 
-RUN_INFO_LABELS = ("Plan", "Plan hash", "Hardware", "vLLM", "Threads", "Repeats", "Status",
-                   "Streams", "Time", "Created")
+RUN_INFO_LABELS = ("Plan", "Plan hash", "Hardware", "vLLM", "Model runner", "Threads",
+                   "Output length", "Repeats", "Status", "Streams", "Time", "Created")
 
 
 def run_info_column(r: Results) -> list[str]:
     fp = r.fingerprint
-    values = [r.plan.name, r.plan_hash, fp.hardware_key, version_line(fp), threads_info(fp),
-              str(r.plan.repeats), r.status, streams(r), timings(r), r.created_at]
+    values = [r.plan.name, r.plan_hash, fp.hardware_key, version_line(fp), runner_line(fp),
+              threads_info(fp), output_length(r), str(r.plan.repeats), r.status, streams(r),
+              timings(r), r.created_at]
     return [one_line(x, 200) for x in values]
 
 
@@ -352,6 +382,7 @@ class RunView:
     headline: str
     mode: str
     title: str
+    runners: str  # which model runner the tables come from
     checks: list[CheckRow]
     checks_total: int
     checks_failing: int
@@ -423,7 +454,8 @@ def run_view(ri: RunInput) -> RunView:
     v, head, base = ri.verdict, ri.head, ri.base
     return RunView(
         label=ri.label, outcome=v.outcome, headline=one_line(short_headline(v), 400),
-        mode=v.mode, title=one_line(ri.title, 120), checks=[check_row(c) for c in v.checks],
+        mode=v.mode, title=one_line(ri.title, 120), runners=one_line(runners_line(head, base), 300),
+        checks=[check_row(c) for c in v.checks],
         checks_total=len(v.checks),
         checks_failing=sum(1 for c in v.checks if c.outcome != Outcome.PASS),
         method=one_line(v.method, 2000), cost=cost_line(v), has_results=head is not None,

@@ -34,6 +34,8 @@ def test_both_servers_ran_the_whole_ab_and_only_the_head_had_the_fixture(readme_
         assert ("[gate fixture]" in log) == (arm == "head")
         results = load_results(out / arm)
         assert results.sequential_rounds == results.plan.ab.max_rounds
+        # every CPU server: the fingerprint and the doctor agree on the V1 runner
+        assert results.fingerprint.model_runner == results.doctor.served.model_runner == "v1"
         assert {c.repeat for c in results.cells} == set(range(results.plan.repeats))
     verdict = load_verdict(out / "verdict.json")
     assert verdict.rounds == load_results(out / "head").plan.repeats

