@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from support.cli import gate_subprocess
 from support.paths import FIXTURES
@@ -118,7 +120,7 @@ def container_proc(tmp_path):
 ])
 def test_cli_in_a_container_tells_the_servers_gpu_process_from_anothers(tmp_path, apps, want):
     env = fake_nvidia_smi(tmp_path, apps)
-    proc = gate("--server-pid", "87", "--server-log", str(FIXTURES / "server_logs" / "gpu_v2.log"),
+    proc = gate_subprocess("doctor", "--server-pid", "87", "--server-log", str(FIXTURES / "server_logs" / "gpu_v2.log"),
                 "--proc-root", str(container_proc(tmp_path)), "--cgroup-root",
                 str(tmp_path / "cg"), "--no-probe", "--sample-s", "0", "--json", env=env)
     assert proc.returncode == EXIT_PASS, proc.stderr
@@ -139,13 +141,13 @@ def test_cli_on_a_gpu_runner_judges_the_threads_vllm_serves_with(tmp_path):
     assert (os.cpu_count() or 1) >= 2, "needs 2+ cores for torch's default pool of 2"
     write(tmp_path, "cg/cpu.max", "150000 100000\n")
     env = fake_nvidia_smi(tmp_path, "")
-    proc = gate("--cgroup-root", str(tmp_path / "cg"), "--json", env=env)
+    proc = gate_subprocess("doctor", "--cgroup-root", str(tmp_path / "cg"), "--json", env=env)
     report = DoctorReport.model_validate_json(proc.stdout)
     found = {f.id: f for f in report.findings}
     assert "cpu.quota_oversubscribed" not in found, found.get("cpu.quota_oversubscribed")
     assert found["cpu.threads"].title == "torch threads 1 fit 1.5 CPUs"
     assert "reduced to 1 thread for serving" in found["cpu.threads"].detail
-    omp = gate("--cgroup-root", str(tmp_path / "cg"), "--json",
+    omp = gate_subprocess("doctor", "--cgroup-root", str(tmp_path / "cg"), "--json",
                env={**env, "OMP_NUM_THREADS": "2"})
     ids = {f.id for f in DoctorReport.model_validate_json(omp.stdout).findings}
     assert "cpu.quota_oversubscribed" in ids  # set by hand: vLLM leaves it, and it is judged
