@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from gate.judge.checks import HIGHER, LOWER
 from gate.judge.verdict import Check, Outcome
-from gate.measure.metrics import guided_output_shape
+from gate.measure.output_shape import guided_output_shape
 from gate.measure.results import Results
 from gate.plan.runner_pin import label
 from gate.plan.thresholds import Thresholds

@@ -10,7 +10,6 @@ Percentiles are numpy's default (linear interpolation), std is the population st
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -103,21 +102,3 @@ def level_ratios(cells: Sequence[CellSummary]) -> list[LevelRatio]:
         )
     return out
 
-
-@dataclass(frozen=True)
-class OutputShape:
-    """How long the measured guided outputs were: the workload's shape as it ran."""
-
-    requests: int
-    mean_tokens: float
-    mean_chars: float
-
-
-def guided_output_shape(records: Sequence[RequestRecord]) -> OutputShape | None:
-    """Mean output tokens (the usage block) and characters of the completed guided requests
-    of the measured cells; None when there are none."""
-    done = [r for r in records if r.arm == "guided" and r.phase != "warmup" and r.ok]
-    if not done:
-        return None
-    return OutputShape(len(done), float(np.mean([r.output_tokens or 0 for r in done])),
-                       float(np.mean([len(r.text) for r in done])))

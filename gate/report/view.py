@@ -18,7 +18,7 @@ from gate.core.text import one_line
 from gate.evidence.attribution import Evidence, apply_evidence
 from gate.evidence.hunks import Hunk, HunkSet
 from gate.judge.verdict import Check, Outcome, Verdict
-from gate.measure.metrics import guided_output_shape
+from gate.measure.output_shape import guided_output_shape
 from gate.measure.results import Results
 from gate.profile.diff_file import ProfileDiff
 from gate.report.chart import mermaid_chart

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support.cli import gate_subprocess
 from support.paths import REPO_ROOT
-from support.vllm_helpers import run_gate
 
 from gate.core.errors import EXIT_ERROR
 from gate.judge.verdict import Outcome, load_verdict
@@ -43,7 +43,7 @@ def fake_plan(tmp_path: Path, servers: str = "persistent") -> Path:
 
 def ab(tmp_path: Path, *extra: str, servers: str = "persistent"):
     out = tmp_path / "ab"
-    proc = run_gate("ab", "--plan", str(fake_plan(tmp_path, servers)), "--out", str(out),
+    proc = gate_subprocess("ab", "--plan", str(fake_plan(tmp_path, servers)), "--out", str(out),
                     "--profile", "never", *extra, timeout=300)
     return proc, out
 
@@ -92,7 +92,7 @@ def test_two_servers_on_the_same_runner_are_measured_and_judged(tmp_path):
 
 def test_gate_run_records_the_served_runner_and_the_doctor_agrees(tmp_path):
     out = tmp_path / "run"
-    proc = run_gate("run", "--plan", str(fake_plan(tmp_path)), "--out", str(out),
+    proc = gate_subprocess("run", "--plan", str(fake_plan(tmp_path)), "--out", str(out),
                     "--model-runner", "v2", timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     results = load_results(out)
