@@ -1,0 +1,104 @@
+"""The sequential design of one A/B on this runner, fixed before its first round: which checks,
+how many blocks at most, what that costs, sized by the runner's calibration and checked
+against the plan's budget (docs/compare.md, "Sized by the noise").
+
+No calibration, or a design the budget cannot hold, is a `CannotDecide` raised before anything
+is measured, naming the fix and its cost: the A/B never spends its budget to say inconclusive
+for want of a noise estimate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gate.core.errors import CannotDecide
+from gate.judge import sequential as seq
+from gate.judge.checks import planned_slots
+from gate.judge.noise import ENOUGH_BLOCK_DF, CalibrationDesign, Noise
+from gate.judge.sizing import MAX_BLOCKS, Sizing, size
+from gate.plan.spec import Plan
+from gate.plan.thresholds import Thresholds
+
+
+class Uncalibrated(CannotDecide):
+    """No calibration of this runner gives the spread a check needs: calibrate first."""
+
+
+# Blocks a calibration measures unless told otherwise: block means with ENOUGH_BLOCK_DF df.
+CALIBRATION_BLOCKS = ENOUGH_BLOCK_DF + 1
+
+
+@dataclass(frozen=True)
+class ABDesign:
+    """The test an A/B runs, and what the calibration says it achieves."""
+
+    design: seq.Design
+    sizing: Sizing
+    calibrated: CalibrationDesign
+    checks: tuple[str, ...]
+
+    def describe(self) -> str:
+        return f"{len(self.checks)} checks; {self.sizing.describe()}"
+
+
+def calibrated_design(plan: Plan) -> CalibrationDesign:
+    return CalibrationDesign(servers=plan.ab.servers, rounds_per_block=plan.ab.rounds_per_block)
+
+
+def calibration_command(plan: Plan, blocks: int = CALIBRATION_BLOCKS) -> str:
+    return f"gate calibrate --plan {plan.name} --blocks {blocks}"
+
+
+def design_ab(plan: Plan, thresholds: Thresholds, noise: Noise) -> ABDesign:
+    """The design the calibration sizes for `plan`, or CannotDecide naming the fix."""
+    calibrated = calibrated_design(plan)
+    slots = planned_slots(plan, thresholds)
+    specs, spreads, missing = [], [], []
+    for slot in slots:
+        threshold = slot.threshold(thresholds)
+        prior = noise.prior(slot.name, calibrated)
+        spread = noise.pooled(slot.name, calibrated).spread()
+        if prior is None or spread is None or threshold is None:
+            missing.append(slot.name)
+            continue
+        specs.append(seq.CheckSpec(slot.name, threshold, slot.metric.direction, prior))
+        spreads.append(spread)
+    if missing or not specs:
+        raise Uncalibrated(_uncalibrated(plan, noise, missing or ["every check"]))
+    cost = noise.cost(calibrated)
+    if cost is None:
+        raise Uncalibrated(_uncalibrated(plan, noise, ["the cost of a block"]))
+    sizing = size(specs, spreads, plan.ab.rounds_per_block, cost)
+    _check_fits(plan, sizing, noise)
+    return ABDesign(sizing.design, sizing, calibrated, tuple(s.name for s in specs))
+
+
+def _uncalibrated(plan: Plan, noise: Noise, missing: list[str]) -> str:
+    return (
+        f"no calibration of this runner for plan {plan.name!r} gives the spread between server "
+        f"pairs of {', '.join(missing)} ({noise.description}). Without it an A/B would run out "
+        f"its budget and end inconclusive. Calibrate first: `{calibration_command(plan)}` "
+        f"(A/A blocks of {plan.ab.rounds_per_block} rounds, two server starts each), or "
+        "`gate ab --calibrate` to do it now and keep it in the cache folder for the next run")
+
+
+def _check_fits(plan: Plan, sizing: Sizing, noise: Noise) -> None:
+    need = sizing.design
+    if not sizing.reachable:
+        raise CannotDecide(
+            f"this runner is too noisy for plan {plan.name!r}'s thresholds: even {MAX_BLOCKS} "
+            f"blocks leave {sizing.describe()}. Lengthen the cells (sweep.window_s: a round's "
+            "noise shrinks, the spread between server pairs does not), loosen the thresholds, "
+            "or calibrate more blocks (a calibration of few blocks is taken at its upper "
+            "confidence bound)")
+    if need.max_rounds > plan.ab.max_rounds:
+        raise CannotDecide(
+            f"this runner needs up to {need.max_rounds} rounds to decide plan {plan.name!r} "
+            f"({sizing.describe()}); the plan allows {plan.ab.max_rounds}: raise --max-rounds "
+            f"to {need.max_rounds}")
+    budget = plan.ab.budget_minutes
+    if budget is not None and sizing.minutes_max > budget:
+        raise CannotDecide(
+            f"this runner needs up to {sizing.minutes_max:.0f} runner minutes to decide plan "
+            f"{plan.name!r} ({sizing.describe()}; {noise.description}); the budget is "
+            f"{budget:g}: raise --budget-minutes to {sizing.minutes_max:.0f}")
