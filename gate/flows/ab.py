@@ -438,14 +438,16 @@ def _last_block(abrun: ABRun, stop: bool) -> bool:
     return stop or abrun.rounds >= abrun.max_rounds or not _fits_budget(abrun, quiet=True)
 
 
-def _fits_budget(abrun: ABRun, quiet: bool = False) -> bool:
-    """Whether another block, as long as the calibration (or this run's blocks) says, ends
-    within the budget."""
-    budget, block_s = abrun.plan.ab.budget_minutes, abrun.design.block_s
-    if budget is None or block_s is None:
+def fits_budget(elapsed_s: float, block_s: float | None, budget_minutes: float | None) -> bool:
+    """Whether another block of `block_s` (the calibration's cost) ends within the budget."""
+    if budget_minutes is None or block_s is None:
         return True
-    expected_end = time.monotonic() - abrun.started + block_s
-    if expected_end <= budget * 60:
+    return elapsed_s + block_s <= budget_minutes * 60
+
+
+def _fits_budget(abrun: ABRun, quiet: bool = False) -> bool:
+    budget, block_s = abrun.plan.ab.budget_minutes, abrun.design.block_s
+    if fits_budget(time.monotonic() - abrun.started, block_s, budget):
         return True
     if not quiet:
         abrun.progress(f"budget of {budget:g} min: another block (about {block_s:.0f} s) would "

@@ -57,7 +57,7 @@ def design_ab(plan: Plan, thresholds: Thresholds, noise: Noise) -> ABDesign:
     for slot in slots:
         threshold = slot.threshold(thresholds)
         prior = noise.prior(slot.name, calibrated)
-        spread = noise.pooled(slot.name, calibrated).spread()
+        spread = noise.pooled(slot.name, calibrated).spread_ucb()
         if prior is None or spread is None or threshold is None:
             missing.append(slot.name)
             continue

@@ -72,7 +72,8 @@ class Judged:
         return Judged(self.checks + other.checks, max(self.family, other.family),
                       self.errors + other.errors, self.causes | other.causes,
                       self.notes + other.notes, self.validity + other.validity,
-                      other.method or self.method, other.rounds or self.rounds)
+                      " ".join(m for m in (self.method, other.method) if m),
+                      other.rounds or self.rounds)
 
 
 def _validity(res: Results, thresholds: Thresholds, who: str) -> Judged:

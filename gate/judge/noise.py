@@ -47,7 +47,7 @@ from gate import __version__
 from gate.core.errors import GateError, MeasurementError
 from gate.core.files import load_yaml_mapping, validate, write_atomic
 from gate.judge.baseline import slug
-from gate.judge.sequential import Prior
+from gate.judge.sequential import Prior, ucb_factor
 from gate.judge.sizing import Cost, Spread
 from gate.runner.fingerprint import Fingerprint
 
@@ -174,6 +174,15 @@ class PooledCheck:
         if self.design.servers == "per_round":
             return Spread(0.0, math.sqrt(self.block_var * self.design.rounds_per_block))
         return Spread(math.sqrt(self.between_var), math.sqrt(self.within_var or 0.0))
+
+    def spread_ucb(self) -> Spread | None:
+        """The spread taken at the upper confidence bound of the blocks behind it: what gate ab
+        sizes its design by, so that a calibration that came out low does not cut it short."""
+        spread = self.spread()
+        if spread is None:
+            return None
+        f = ucb_factor(self.block_df)
+        return Spread(spread.between * f, spread.within * f)
 
     def prior(self, source: str, rounds_per_block: int | None = None) -> Prior | None:
         """The test's prior for blocks of `rounds_per_block` rounds (default: the calibrated
@@ -383,19 +392,24 @@ def upgrade_v1(data: dict[str, Any], where: str) -> dict[str, Any]:
     v1 = validate(_V1, data, f"noise calibration {where} (schema v1)")
     hw = v1.hardware_key
     key = f"{hw}; *" if hw.lower().startswith("cpu:") else f"gpu: {hw}*"
+    history = [HistoryRun(plan_hash=h.plan_hash, run=_v1_run(h.provenance, h.checks))
+               for h in v1.history]
+    return NoiseCalibration(plan=v1.plan, plan_hash=v1.plan_hash, runner_key=key,
+                            runs=[_v1_run(v1.provenance, v1.checks)],
+                            history=history).model_dump(mode="json")
+
+
+def _v1_run(provenance: NoiseProvenance, v1_checks: dict[str, _V1Check]) -> CalibrationRun:
     checks = {name: CheckNoise(
         unit=c.unit, block_means=[c.aa_mean if c.aa_mean is not None else 0.0],
         within_sd=c.sigma, within_df=c.pairs - 1, sigma_single=c.sigma_single,
-        single_df=c.pairs - 1 if c.sigma_single else 0) for name, c in v1.checks.items()}
-    note = (v1.provenance.note + "; " if v1.provenance.note else "") + \
+        single_df=c.pairs - 1 if c.sigma_single else 0) for name, c in v1_checks.items()}
+    note = (provenance.note + "; " if provenance.note else "") + \
         "read from schema v1: one server pair, no between-server spread"
-    run = CalibrationRun(provenance=v1.provenance.model_copy(update={"note": note}),
-                         design=CalibrationDesign(servers="persistent",
-                                                  rounds_per_block=max(c.pairs for c in
-                                                                       v1.checks.values())),
-                         checks=checks)
-    return NoiseCalibration(plan=v1.plan, plan_hash=v1.plan_hash, runner_key=key,
-                            runs=[run]).model_dump(mode="json")
+    rounds = max(c.pairs for c in v1_checks.values())
+    return CalibrationRun(provenance=provenance.model_copy(update={"note": note}),
+                          design=CalibrationDesign(servers="persistent", rounds_per_block=rounds),
+                          checks=checks)
 
 
 class _V1Check(_Strict):
@@ -406,6 +420,12 @@ class _V1Check(_Strict):
     sigma_single: float | None = Field(None, gt=0)
 
 
+class _V1History(_Strict):
+    provenance: NoiseProvenance
+    plan_hash: str
+    checks: dict[str, _V1Check] = Field(min_length=1)
+
+
 class _V1(_Strict):
     schema_version: Literal[1]
     plan: str
@@ -413,7 +433,7 @@ class _V1(_Strict):
     hardware_key: str
     provenance: NoiseProvenance
     checks: dict[str, _V1Check] = Field(min_length=1)
-    history: list[dict[str, Any]] = Field(default_factory=list)
+    history: list[_V1History] = Field(default_factory=list)
 
 
 def load_calibration(path: str | Path) -> NoiseCalibration:

@@ -94,16 +94,16 @@ def draw(rng: np.random.Generator, noise: Spread, change: float, paths: int, blo
 
 
 @dataclass(frozen=True)
-class _Runs:
+class Runs:
     """Decisions of every check's paths: code (checks x paths) and the round of decision."""
 
     code: np.ndarray
     at: np.ndarray
 
 
-def _simulate(specs: Sequence[seq.CheckSpec], spreads: Sequence[Spread], design: seq.Design,
+def simulate(specs: Sequence[seq.CheckSpec], spreads: Sequence[Spread], design: seq.Design,
               change_for: Sequence[float], paths: int, seed: int,
-              pairs_per_block: int = 1) -> _Runs:
+              pairs_per_block: int = 1) -> Runs:
     rng = np.random.default_rng(seed)
     codes, ats = [], []
     for spec, noise, change in zip(specs, spreads, change_for, strict=True):
@@ -112,10 +112,10 @@ def _simulate(specs: Sequence[seq.CheckSpec], spreads: Sequence[Spread], design:
         p = seq.run_paths(b, spec, design)
         codes.append(p.code)
         ats.append(np.where(p.at > 0, p.at, design.max_rounds + 1))
-    return _Runs(np.array(codes), np.array(ats))
+    return Runs(np.array(codes), np.array(ats))
 
 
-def _verdicts(runs: _Runs, max_rounds: int) -> tuple[np.ndarray, np.ndarray]:
+def verdicts(runs: Runs, max_rounds: int) -> tuple[np.ndarray, np.ndarray]:
     """Per path: the verdict (1 fail, -1 pass, 0 inconclusive) with the test truncated at
     `max_rounds`, and the rounds it used."""
     in_time = runs.at <= max_rounds
@@ -137,9 +137,9 @@ def size(specs: Sequence[seq.CheckSpec], spreads: Sequence[Spread], rounds_per_b
         raise ValueError("nothing to size: no judged check")
     pairs = rounds_per_block if cost.per_round_servers else 1
     full = seq.Design(rounds_per_block, max_blocks, len(specs))
-    zero = _simulate(specs, spreads, full, [0.0] * len(specs), paths, seed, pairs)
+    zero = simulate(specs, spreads, full, [0.0] * len(specs), paths, seed, pairs)
     at_theta1 = [
-        _simulate([spec], [noise], replace(full, family_size=len(specs)),
+        simulate([spec], [noise], replace(full, family_size=len(specs)),
                   [seq.zone_for(spec.threshold_pct).theta1], paths, seed + 1 + k, pairs)
         for k, (spec, noise) in enumerate(zip(specs, spreads, strict=True))]
     best = None
@@ -152,12 +152,12 @@ def size(specs: Sequence[seq.CheckSpec], spreads: Sequence[Spread], rounds_per_b
     return best
 
 
-def _rates(zero: _Runs, at_theta1: list[_Runs], design: seq.Design, cost: Cost) -> Sizing:
+def _rates(zero: Runs, at_theta1: list[Runs], design: seq.Design, cost: Cost) -> Sizing:
     rounds = design.max_rounds
-    verdict, used = _verdicts(zero, rounds)
+    verdict, used = verdicts(zero, rounds)
     misses, regression_rounds = [], []
     for runs in at_theta1:
-        v, u = _verdicts(runs, rounds)
+        v, u = verdicts(runs, rounds)
         misses.append(float(np.mean(v != 1)))
         regression_rounds.append(float(np.median(u)))
     false_fail, decided = float(np.mean(verdict == 1)), float(np.mean(verdict == -1))
