@@ -18,7 +18,6 @@ from gate.cli import main as gate_cli_main
 from gate.cli.common import assignments
 from gate.core.errors import GateError
 from gate.judge.baseline import load_baseline
-from gate.judge.noise import Noise
 from gate.judge.checks import results_figures
 from gate.judge.compare import (
     ABReference,
@@ -28,6 +27,7 @@ from gate.judge.compare import (
     advice,
     compare_results,
 )
+from gate.judge.noise import Noise
 from gate.judge.verdict import Outcome, Verdict, load_verdict
 from gate.measure.results import merge_results, save_results
 from gate.plan.thresholds import Thresholds
