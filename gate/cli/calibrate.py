@@ -9,11 +9,12 @@ import sys
 from pathlib import Path
 
 from gate.cli.common import assignments, int_list
+from gate.core.errors import GateError
 from gate.core.progress import Progress
 from gate.core.settings import Settings
 from gate.flows import ab, calibrate
 from gate.judge.ab_design import CALIBRATION_BLOCKS, calibrated_design
-from gate.judge.noise import DEFAULT_NOISE_DIR
+from gate.judge.noise import DEFAULT_NOISE_DIR, load_all_calibrations, store_run
 from gate.plan.spec import apply_overrides, load_plan
 
 
@@ -38,6 +39,10 @@ def add_parser(sub) -> None:
                    "persistent runner the cache folder's noise/ keeps it out of the repository)")
     p.add_argument("--out", type=Path, default=Path("gate-calibrate"),
                    help="output folder for the A/A results")
+    p.add_argument("--merge", type=Path, metavar="DIR",
+                   help="measure nothing: add the runs of the calibrations in DIR (another "
+                   "runner's, a CI artifact) to those in --noise-dir; a broken file stops it "
+                   "before anything is written")
     p.add_argument("--levels", type=int_list)
     p.add_argument("--window", type=float, help="override sweep.window_s (seconds per cell)")
     p.add_argument("--quiet", action="store_true")
@@ -45,6 +50,8 @@ def add_parser(sub) -> None:
 
 
 def handle(args, settings: Settings) -> int:
+    if args.merge:
+        return merge(args.merge, args.noise_dir)
     plan = apply_overrides(load_plan(args.plan), levels=args.levels, window_s=args.window)
     build = ab.Build("build", ab.resolve_python(args.python), assignments(args.env, "--env"))
     done = calibrate.calibrate(calibrate.CalibrateOptions(
@@ -69,4 +76,19 @@ def handle(args, settings: Settings) -> int:
         print(f"gate ab on this runner: {done.design.describe()}")
     else:
         print(f"gate ab on this runner: cannot decide yet: {done.why_not}")
+    return 0
+
+
+def merge(source: Path, target: Path) -> int:
+    """Add every run of the calibrations in `source` to the matching files in `target`."""
+    if not source.is_dir():
+        raise GateError(f"--merge {source}: not a folder")
+    found = load_all_calibrations(source)  # every file loads, or nothing is written
+    if not found:
+        raise GateError(f"--merge {source}: no calibration files (*.yaml) there")
+    for path, calibration in found:
+        for run in reversed(calibration.runs):  # oldest first: the stored file stays newest first
+            written = store_run(target, calibration.identity, run)
+        print(f"{path.name}: {len(calibration.runs)} run(s) of {calibration.plan} on "
+              f"{calibration.runner_key!r} -> {written}")
     return 0

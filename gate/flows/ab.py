@@ -311,6 +311,7 @@ def _finish(abrun: ABRun, state: ABState) -> ABResult:
     save_state(state, abrun.out / STATE_FILE)
     verdict = verdict.model_copy(update={
         "rounds": abrun.rounds, "notes": verdict.notes + abrun.profiler.notes
+        + ([abrun.design.note] if abrun.design.note else [])
         + ([f"the sequential test can continue: gate ab --resume {abrun.out}"]
            if not state.finished else []),
         "runner_seconds": _runner_seconds(results, time.monotonic() - abrun.started,

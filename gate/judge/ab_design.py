@@ -15,7 +15,8 @@ from gate.core.errors import CannotDecide
 from gate.judge import sequential as seq
 from gate.judge.checks import planned_slots
 from gate.judge.noise import ENOUGH_BLOCK_DF, CalibrationDesign, Noise
-from gate.judge.sizing import MAX_BLOCKS, Sizing, size
+from gate.judge.sequential import ucb_factor
+from gate.judge.sizing import AA_DECIDED_GOAL, MAX_BLOCKS, Sizing, size
 from gate.plan.spec import Plan
 from gate.plan.thresholds import Thresholds
 
@@ -36,6 +37,7 @@ class ABDesign:
     sizing: Sizing
     calibrated: CalibrationDesign
     checks: tuple[str, ...]
+    note: str = ""  # what the budget leaves out of the design, if anything
 
     def describe(self) -> str:
         return f"{len(self.checks)} checks; {self.sizing.describe()}"
@@ -69,8 +71,12 @@ def design_ab(plan: Plan, thresholds: Thresholds, noise: Noise) -> ABDesign:
     if cost is None:
         raise Uncalibrated(_uncalibrated(plan, noise, ["the cost of a block"]))
     sizing = size(specs, spreads, plan.ab.rounds_per_block, cost)
+    if not sizing.reachable:
+        raise CannotDecide(_too_noisy(plan, sizing, min(s.prior.block_df for s in specs
+                                                          if s.prior is not None)))
     _check_fits(plan, sizing, noise)
-    return ABDesign(sizing.design, sizing, calibrated, tuple(s.name for s in specs))
+    return ABDesign(sizing.design, sizing, calibrated, tuple(s.name for s in specs),
+                    budget_note(plan, sizing))
 
 
 def _uncalibrated(plan: Plan, noise: Noise, missing: list[str]) -> str:
@@ -83,22 +89,46 @@ def _uncalibrated(plan: Plan, noise: Noise, missing: list[str]) -> str:
 
 
 def _check_fits(plan: Plan, sizing: Sizing, noise: Noise) -> None:
+    """Refuse a design the runner cannot meet. A budget shorter than the design is taken when
+    healthy A/Bs still decide within it (AA_DECIDED_GOAL); a change near the threshold may then
+    need `gate ab --resume` to reach the design's end."""
     need = sizing.design
-    if not sizing.reachable:
-        raise CannotDecide(
-            f"this runner is too noisy for plan {plan.name!r}'s thresholds: even {MAX_BLOCKS} "
-            f"blocks leave {sizing.describe()}. Lengthen the cells (sweep.window_s: a round's "
-            "noise shrinks, the spread between server pairs does not), loosen the thresholds, "
-            "or calibrate more blocks (a calibration of few blocks is taken at its upper "
-            "confidence bound)")
     if need.max_rounds > plan.ab.max_rounds:
         raise CannotDecide(
             f"this runner needs up to {need.max_rounds} rounds to decide plan {plan.name!r} "
             f"({sizing.describe()}); the plan allows {plan.ab.max_rounds}: raise --max-rounds "
             f"to {need.max_rounds}")
     budget = plan.ab.budget_minutes
-    if budget is not None and sizing.minutes_max > budget:
+    decide_blocks = sizing.blocks_to_decide() or need.max_blocks
+    if budget is not None and decide_blocks * sizing.block_s > budget * 60:
+        minutes = decide_blocks * sizing.block_s / 60
         raise CannotDecide(
-            f"this runner needs up to {sizing.minutes_max:.0f} runner minutes to decide plan "
-            f"{plan.name!r} ({sizing.describe()}; {noise.description}); the budget is "
-            f"{budget:g}: raise --budget-minutes to {sizing.minutes_max:.0f}")
+            f"a budget of {budget:g} runner minutes cannot reach a decision on this runner: "
+            f"healthy A/Bs of plan {plan.name!r} need {decide_blocks} block(s), "
+            f"{minutes:.0f} min, to decide {AA_DECIDED_GOAL:.0%} of the time, and the design "
+            f"{sizing.minutes_max:.0f} min at most ({sizing.describe()}; {noise.description}): "
+            f"raise --budget-minutes to {max(minutes, 1):.0f} (or {sizing.minutes_max:.0f} to "
+            "hold the whole design)")
+
+
+def _too_noisy(plan: Plan, sizing: Sizing, block_df: float) -> str:
+    text = (f"this runner's calibration cannot decide plan {plan.name!r}'s thresholds within "
+            f"{MAX_BLOCKS} blocks ({sizing.describe()}). ")
+    if block_df < ENOUGH_BLOCK_DF:
+        more = int(ENOUGH_BLOCK_DF - block_df)
+        return text + (
+            f"Its spread rests on {int(block_df) + 1} server pairs and is taken at its upper "
+            f"confidence bound (x{ucb_factor(block_df):.2f}): calibrate {more} more blocks "
+            f"(`{calibration_command(plan, more)}`; runs pool)")
+    return text + ("Lengthen the cells (sweep.window_s: a round's noise shrinks, the spread "
+                   "between server pairs does not) or loosen the thresholds")
+
+
+def budget_note(plan: Plan, sizing: Sizing) -> str:
+    """What a budget shorter than the design leaves out, for the verdict's notes."""
+    budget = plan.ab.budget_minutes
+    if budget is None or sizing.minutes_max <= budget:
+        return ""
+    return (f"the budget ({budget:g} min) holds fewer blocks than the design "
+            f"({sizing.minutes_max:.0f} min): a change near its threshold may end inconclusive "
+            "here; gate ab --resume continues the same test")

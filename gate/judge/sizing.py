@@ -65,6 +65,12 @@ class Sizing:
     aa_rounds_median: float
     regression_rounds_median: float  # the worst check at 1.5x its threshold
     block_s: float
+    # healthy A/Bs decided within 1, 2, ... blocks (what a budget shorter than the design buys)
+    aa_decided_by: tuple[float, ...] = ()
+
+    def blocks_to_decide(self, goal: float = AA_DECIDED_GOAL) -> int | None:
+        """The fewest blocks within which `goal` of healthy A/Bs decide."""
+        return next((i + 1 for i, rate in enumerate(self.aa_decided_by) if rate >= goal), None)
 
     @property
     def minutes_max(self) -> float:
@@ -142,14 +148,11 @@ def size(specs: Sequence[seq.CheckSpec], spreads: Sequence[Spread], rounds_per_b
         simulate([spec], [noise], replace(full, family_size=len(specs)),
                   [seq.zone_for(spec.threshold_pct).theta1], paths, seed + 1 + k, pairs)
         for k, (spec, noise) in enumerate(zip(specs, spreads, strict=True))]
-    best = None
-    for blocks in range(1, max_blocks + 1):
-        sizing = _rates(zero, at_theta1, replace(full, max_blocks=blocks), cost)
-        best = sizing
-        if sizing.reachable:
-            return sizing
-    assert best is not None
-    return best
+    curve = [_rates(zero, at_theta1, replace(full, max_blocks=b), cost)
+             for b in range(1, max_blocks + 1)]
+    decided_by = tuple(c.aa_decided for c in curve)
+    chosen = next((c for c in curve if c.reachable), curve[-1])
+    return replace(chosen, aa_decided_by=decided_by)
 
 
 def _rates(zero: Runs, at_theta1: list[Runs], design: seq.Design, cost: Cost) -> Sizing:

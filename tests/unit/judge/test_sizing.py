@@ -104,22 +104,36 @@ def test_a_calibrated_runner_gets_a_design_within_the_plans_budget():
 
 def test_a_budget_too_small_is_said_before_spending_it_with_the_budget_that_would_do():
     noise = noise_for_results(cpu_smoke_results(), names=NAMES, between=0.02, within=0.04)
-    need = design_ab(CPU_SMOKE, CPU_SMOKE.thresholds, noise).sizing.minutes_max
+    design = design_ab(CPU_SMOKE, CPU_SMOKE.thresholds, noise)
+    blocks = design.sizing.blocks_to_decide()
+    assert blocks is not None and blocks <= design.design.max_blocks
+    decide_min = blocks * design.sizing.block_s / 60
     tight = CPU_SMOKE.model_copy(update={"ab": CPU_SMOKE.ab.model_copy(
-        update={"budget_minutes": need / 2})})
+        update={"budget_minutes": decide_min * 0.9})})
     with pytest.raises(CannotDecide) as err:
         design_ab(tight, tight.thresholds, noise)
     assert not isinstance(err.value, Uncalibrated)
-    assert f"raise --budget-minutes to {need:.0f}" in str(err.value)
+    assert "cannot reach a decision" in str(err.value)
+    assert f"raise --budget-minutes to {decide_min:.0f}" in str(err.value)
+    # a budget that lets healthy A/Bs decide, short of the whole design: taken, with a note
+    short = CPU_SMOKE.model_copy(update={"ab": CPU_SMOKE.ab.model_copy(
+        update={"budget_minutes": decide_min + 0.1})})
+    taken = design_ab(short, short.thresholds, noise)
+    assert taken.design == design.design
+    assert ("gate ab --resume" in taken.note) == (design.sizing.minutes_max > decide_min + 0.1)
     few = CPU_SMOKE.model_copy(update={"ab": CPU_SMOKE.ab.model_copy(update={"max_rounds": 2})})
     with pytest.raises(CannotDecide, match="raise --max-rounds"):
         design_ab(few, few.thresholds, noise)
 
 
-def test_a_runner_too_noisy_for_the_thresholds_is_told_so():
+def test_a_runner_too_noisy_for_the_thresholds_is_told_what_helps():
     noise = noise_for_results(cpu_smoke_results(), names=NAMES, between=0.3, within=0.3)
-    with pytest.raises(CannotDecide, match="too noisy"):
+    with pytest.raises(CannotDecide, match="Lengthen the cells"):
         design_ab(CPU_SMOKE, CPU_SMOKE.thresholds, noise)
+    few = noise_for_results(cpu_smoke_results(), names=NAMES, between=0.04, within=0.05,
+                            blocks=3)
+    with pytest.raises(CannotDecide, match=r"rests on 3 server pairs .* calibrate 7 more blocks"):
+        design_ab(CPU_SMOKE, CPU_SMOKE.thresholds, few)
 
 
 def test_a_calibration_of_another_block_size_does_not_count():
