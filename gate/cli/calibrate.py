@@ -69,9 +69,12 @@ def handle(args, settings: Settings) -> int:
         spread = pooled.spread()
         if spread is None:
             continue
+        rounds_share = spread.within**2 / design.rounds_per_block / max(
+            spread.between**2 + spread.within**2 / design.rounds_per_block, 1e-12)
         print(f"  {name}: block mean sd {math.sqrt(pooled.block_var or 0):.1%} "
               f"({pooled.block_df} df, {pooled.runs} run(s)); between server pairs "
-              f"{spread.between:.1%}, between rounds {spread.within:.1%}")
+              f"{spread.between:.1%}, between rounds {spread.within:.1%} (rounds: "
+              f"{rounds_share:.0%} of a block's variance, what longer cells would shrink)")
     if done.design is not None:
         print(f"gate ab on this runner: {done.design.describe()}")
     else:
