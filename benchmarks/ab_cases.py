@@ -23,7 +23,8 @@ tests, installs or other load beside it): CPU timings measure nothing true under
     .venv/bin/python benchmarks/ab_cases.py --cases aa --runs 2 --out /tmp/ab-cases
 
 The fixture's cost knob is an environment variable of the head's server (`--fixture-env`,
-default GATE_FIXTURE_MS_PER_ROW) set to `--quarter-cost` and `--double-cost`.
+default GATE_FIXTURE_STEP_FRACTION: the fraction of the runner's own healthy guided step that
+each guided step burns on top) set to `--quarter-cost` and `--double-cost`.
 """
 
 from __future__ import annotations
@@ -159,12 +160,12 @@ def parse() -> argparse.Namespace:
     p.add_argument("--cache", type=Path, help="cache folder of the runs (default: OUT/cache, "
                    "empty at first: the `first` case calibrates it)")
     p.add_argument("--blocks", type=int, default=10, help="calibration blocks (first, noisy)")
-    p.add_argument("--fixture-env", default="GATE_FIXTURE_MS_PER_ROW",
-                   help="the fixture's cost variable")
-    p.add_argument("--quarter-cost", default="0.5",
-                   help="its value for about +25%% on guided steps (0.5 ms per row on 2 cores)")
-    p.add_argument("--double-cost", default="3.0",
-                   help="its value for about 2x slower guided steps (3.0 ms per row)")
+    p.add_argument("--fixture-env", default="GATE_FIXTURE_STEP_FRACTION",
+                   help="the fixture's cost variable (GATE_FIXTURE_MS_PER_ROW: a fixed cost)")
+    p.add_argument("--quarter-cost", default="0.33",
+                   help="its value for guided steps about a quarter slower (the fixture's doc)")
+    p.add_argument("--double-cost", default="1.0",
+                   help="its value for guided steps about 2x slower")
     p.add_argument("--noisy-window", type=float, default=2.0,
                    help="sweep.window_s of the noisy case (cpu-smoke: 6)")
     p.add_argument("--gate-arg", action="append", default=[],

@@ -7,13 +7,14 @@ import shlex
 import sys
 from pathlib import Path
 
-from gate.cli.common import assignments, diff_settings, int_list, write_verdict
+from gate.cli.common import assignments, diff_settings, int_list
 from gate.core.errors import GateError
 from gate.core.progress import Progress
 from gate.core.settings import Settings
 from gate.flows import ab, calibrate
 from gate.judge.ab_design import CALIBRATION_BLOCKS, Uncalibrated
 from gate.judge.noise import cache_noise_dir
+from gate.judge.verdict import save_verdict
 from gate.plan.spec import apply_overrides, load_plan
 from gate.profile.diff import DiffSettings
 from gate.profile.sampling import DEFAULT_RATE_HZ, PROFILE_POLICIES, SamplingOptions
@@ -102,7 +103,7 @@ def handle(args, settings: Settings) -> int:
     result = _resume(args, settings, progress) if args.resume else _new(args, settings, progress)
     out = args.resume or args.out
     path = out / "verdict.json"
-    write_verdict(result.verdict, path)
+    save_verdict(result.verdict, path)
     print(terminal.render_verdict(result.verdict))
     print(f"\nverdict: {path} (base: {out / 'base'}, head: {out / 'head'}; the test's state: "
           f"{out / 'ab-state.json'})")

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from gate.core.errors import EXIT_BAD_INPUT, EXIT_PASS, GateError
 from gate.core.settings import Settings
+from gate.core.store import today
 from gate.judge import baseline as bl
 from gate.judge.checks import results_figures
 from gate.judge.compare import NoReference, compare_results
@@ -49,7 +50,7 @@ def handle(args, settings: Settings) -> int:
     figures, units = results_figures(results)
     commit = args.commit or settings.sha or results.fingerprint.vllm_commit
     provenance = bl.Provenance(
-        kind="measured", date=bl.today(), commit=commit, branch=branch,
+        kind="measured", date=today(), commit=commit, branch=branch,
         source=f"gate baseline update (gate {results.gate_version})", results=str(path),
     )
     written = bl.update_baseline(args.baselines_dir, results, figures, provenance, units)

@@ -5,13 +5,11 @@ from __future__ import annotations
 import contextlib
 import signal
 from collections.abc import Iterator
-from pathlib import Path
 
 from pydantic import ValidationError
 
 from gate.core.errors import GateError
-from gate.core.files import invalid, write_atomic
-from gate.judge.verdict import Verdict
+from gate.core.files import invalid
 from gate.profile.diff import DiffSettings
 
 
@@ -54,10 +52,6 @@ def assignments(items: list[str] | None, option: str) -> dict[str, str]:
             raise GateError(f"{option} {item!r}: expected NAME=VALUE")
         out[name.strip()] = value.strip() if option == "--threshold" else value
     return out
-
-
-def write_verdict(verdict: Verdict, path: Path) -> None:
-    write_atomic(path, verdict.model_dump_json(indent=1))
 
 
 def diff_settings(**fields) -> DiffSettings:

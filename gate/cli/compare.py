@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gate.cli.common import assignments, write_verdict
+from gate.cli.common import assignments
 from gate.core.settings import Settings
 from gate.judge import baseline as bl
 from gate.judge.compare import (
@@ -15,6 +15,7 @@ from gate.judge.compare import (
     compare_results,
 )
 from gate.judge.noise import noise_dirs, noise_for
+from gate.judge.verdict import save_verdict
 from gate.measure.results import load_results, results_path
 from gate.report import terminal
 
@@ -67,7 +68,7 @@ def handle(args, settings: Settings) -> int:
     verdict = compare_results(head, reference, thresholds, noise=noise,
                               head_path=str(head_path))
     out = args.out or head_path.parent / "verdict.json"
-    write_verdict(verdict, out)
+    save_verdict(verdict, out)
     print(terminal.render_verdict(verdict))
     print(f"\nwrote {out}")
     return verdict.exit_code

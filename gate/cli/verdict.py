@@ -12,9 +12,8 @@ import sys
 from pathlib import Path
 
 from gate.core.errors import GateError
-from gate.core.files import write_atomic
 from gate.core.settings import Settings
-from gate.judge.verdict import MODES, error_verdict
+from gate.judge.verdict import MODES, error_verdict, save_verdict
 
 
 def add_parser(sub) -> None:
@@ -34,6 +33,6 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
     if args.out.exists():
         raise GateError(f"{args.out} exists: an error verdict never replaces a verdict")
     verdict = error_verdict(args.error, args.mode)
-    write_atomic(args.out, verdict.model_dump_json(indent=1) + "\n")
+    save_verdict(verdict, args.out)
     print(f"gate verdict: wrote {args.out} ({verdict.headline})", file=sys.stderr)
     return verdict.exit_code

@@ -2,21 +2,30 @@
 writes, strict YAML/JSON loading), settings read once from the environment, progress lines,
 git, and plain-text helpers. Imports nothing else of the gate."""
 
-from gate.core.errors import (
-    EXIT_BAD_INPUT,
-    EXIT_ERROR,
-    EXIT_FAIL,
-    EXIT_INCONCLUSIVE,
-    EXIT_INTERRUPTED,
-    EXIT_PASS,
-    EXIT_TERMINATED,
-    GateError,
-    MeasurementError,
-)
-from gate.core.files import load_json_model, load_yaml_mapping, load_yaml_model, write_atomic
-from gate.core.git import merge_base, resolve_ref, run_git
-from gate.core.progress import Progress
-from gate.core.settings import Settings
-from gate.core.text import one_line
+from __future__ import annotations
 
-__all__ = ["EXIT_BAD_INPUT", "EXIT_ERROR", "EXIT_FAIL", "EXIT_INCONCLUSIVE", "EXIT_INTERRUPTED", "EXIT_PASS", "EXIT_TERMINATED", "GateError", "MeasurementError", "load_json_model", "load_yaml_mapping", "load_yaml_model", "write_atomic", "merge_base", "resolve_ref", "run_git", "Progress", "Settings", "one_line"]
+import importlib
+from typing import Any
+
+# Public names and the module of the stage that defines each: imported on first use,
+# so that importing one module of the stage does not import all of them.
+_EXPORTS = {
+    "(": "errors",
+    "load_json_model": "files",
+    "load_yaml_mapping": "files",
+    "load_yaml_model": "files",
+    "write_atomic": "files",
+    "merge_base": "git",
+    "resolve_ref": "git",
+    "run_git": "git",
+    "Progress": "progress",
+    "Settings": "settings",
+    "one_line": "text",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -2,7 +2,24 @@
 paths, and their ranking by the time the profile diff measured in the functions they
 change."""
 
-from gate.evidence.attribution import Evidence
-from gate.evidence.hunks import Hunk, HunkSet, extract_hunks, load_hunks
+from __future__ import annotations
 
-__all__ = ["Hunk", "HunkSet", "extract_hunks", "load_hunks", "Evidence"]
+import importlib
+from typing import Any
+
+# Public names and the module of the stage that defines each: imported on first use,
+# so that importing one module of the stage does not import all of them.
+_EXPORTS = {
+    "Evidence": "attribution",
+    "Hunk": "hunks",
+    "HunkSet": "hunks",
+    "extract_hunks": "hunks",
+    "load_hunks": "hunks",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -25,9 +25,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from gate.core.errors import GateError
-from gate.core.files import load_json_model
+from gate.core.files import load_json_model, write_atomic
 from gate.core.git import resolve_ref, run_git
-from gate.evidence.hunks import Hunk, HunkSet
+from gate.evidence.hunks import Hunk, HunkSet, rank
 from gate.profile.diff import UNIT, FunctionDiff, ProfileDiff
 
 EVIDENCE_SCHEMA_VERSION = 1
@@ -245,21 +245,24 @@ def rank_hunks_by_evidence(hunkset: HunkSet, diff: ProfileDiff, repo: str | Path
             evidence=best.sentence() if best and tier != "none" else None, functions=functions,
         ))
     ranked.sort(key=lambda h: (_TIER_ORDER[h.tier], -h.added_ms, -h.score, h.index))
-    for rank, h in enumerate(ranked, 1):
-        h.rank = rank
+    for position, h in enumerate(ranked, 1):
+        h.rank = position
     return Evidence(hunks=ranked, untouched=untouched(diff, seen), notes=notes)
 
 
-def apply_evidence(hunkset: HunkSet, evidence: Evidence) -> HunkSet:
-    """The hunks in the evidence's order (measured added time first, patterns breaking ties),
-    each carrying its evidence line, for the report. Hunks the evidence does not know (it was
-    ranked against other hunks) keep their place after the known ones."""
+def apply_evidence(hunkset: HunkSet, evidence: Evidence | None) -> HunkSet:
+    """The one order of the PR's hunks, for the comment and the annotations alike: those with
+    measured evidence first, in the evidence's order (added time, patterns breaking ties),
+    each carrying its evidence line; then the rest by their pattern score (gate.evidence.hunks
+    .rank), diff order breaking ties."""
+    if evidence is None:
+        return hunkset.model_copy(update={"hunks": rank(list(hunkset.hunks))})
     by_index = {h.index: h for h in evidence.hunks}
     known = [hunkset.hunks[h.index].model_copy(update={"evidence": h.evidence})
              for h in sorted(evidence.hunks, key=lambda h: h.rank)
              if h.index < len(hunkset.hunks) and hunkset.hunks[h.index].path == h.path]
-    rest = [h for i, h in enumerate(hunkset.hunks)
-            if i not in by_index or hunkset.hunks[i].path != by_index[i].path]
+    rest = rank([h for i, h in enumerate(hunkset.hunks)
+                 if i not in by_index or hunkset.hunks[i].path != by_index[i].path])
     return hunkset.model_copy(update={"hunks": known + rest})
 
 
@@ -278,10 +281,7 @@ def untouched(diff: ProfileDiff, seen: set[tuple[str, str]]) -> list[FunctionEvi
 
 
 def save_evidence(evidence: Evidence, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(evidence.model_dump_json(indent=1))
-    tmp.replace(path)
+    write_atomic(path, evidence.model_dump_json(indent=1))
     return path
 
 

@@ -65,7 +65,7 @@ class CommentFile(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: Literal[2] = COMMENT_FILE_VERSION
+    schema_version: Literal[2] = 2  # COMMENT_FILE_VERSION: a Literal needs the value itself
     pr: int | None = Field(None, gt=0, description="None when the run had no PR number")
     marker_id: str = "default"
     runs: list[CommentRun] = Field(min_length=1, max_length=MAX_RUNS)

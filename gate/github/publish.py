@@ -140,7 +140,7 @@ def post_sticky(client: GitHubClient, pr: int, body: str, marker_id: str, outcom
         comment = client.update_comment(previous["id"], body)
         action = "updated"
     else:
-        seen = {c.get("id") for c in comments}
+        seen = {int(c["id"]) for c in comments if "id" in c}
         comment = create_once(client, pr, body, marker_id, identity.login, seen)
         action = "created-on-fail" if previous is not None else "created"
     author = (comment.get("user") or {}).get("login")
@@ -175,19 +175,17 @@ def escape_property(text: str) -> str:
     return escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
-def rank_hunks(hunks: list[Hunk]) -> list[Hunk]:
-    """Hunks with measured evidence first (in the order the evidence ranked them), then the
-    mechanism-tagged ones by score; deletions have no head line to mark."""
-    shown = [h for h in hunks if h.change not in ("deleted", "binary")]
-    return sorted(shown, key=lambda h: (h.evidence is None, not h.mechanisms,
-                                        -h.score if h.evidence is None else 0))
+def annotatable(hunks: list[Hunk]) -> list[Hunk]:
+    """The hunks in the report's order (gate.evidence.attribution.apply_evidence: measured
+    evidence first, then by score), less deletions, which have no head line to mark."""
+    return [h for h in hunks if h.change not in ("deleted", "binary")]
 
 
-def annotations(
+def hunk_annotations(
     hunkset: HunkSet, verdict: Verdict, prefix: str = "", limit: int = MAX_ANNOTATIONS
 ) -> list[str]:
     lines = []
-    for rank, hunk in enumerate(rank_hunks(hunkset.hunks)[:limit], start=1):
+    for rank, hunk in enumerate(annotatable(hunkset.hunks)[:limit], start=1):
         start = max(hunk.new_start, 1)
         end = max(start, hunk.new_start + hunk.new_lines - 1)
         why = (
@@ -239,7 +237,7 @@ def publish(
     append_summary(settings.step_summary, options.summary or render_runs(inputs))
     ranked = inputs[0].ranked_hunks() if len(runs) == 1 else None
     if verdict.outcome == Outcome.FAIL and ranked is not None:
-        for line in annotations(ranked, verdict, settings.path_prefix):
+        for line in hunk_annotations(ranked, verdict, settings.path_prefix):
             workflow_command(out, line)
     outputs = {"verdict": verdict.outcome.value, "exit-code": str(verdict.exit_code),
                "headline": verdict.headline, **(options.outputs or {})}

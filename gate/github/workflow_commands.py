@@ -132,7 +132,7 @@ def safe_std_streams() -> Iterator[tuple[SafeStream, SafeStream]]:
 
     saved = sys.stdout, sys.stderr
     out, err = SafeStream(saved[0]), SafeStream(saved[1])
-    sys.stdout, sys.stderr = out, err  # type: ignore[assignment]
+    sys.stdout, sys.stderr = out, err
     try:
         yield out, err
     finally:

@@ -2,11 +2,31 @@
 statistics, noise calibrations, stored baselines, the validity of a run, and the verdict
 with its outcome and exit code."""
 
-from gate.judge.baseline import Baseline
-from gate.judge.compare import ABReference, BaselineReference, NoReference, compare_results
-from gate.judge.noise import Noise, NoiseCalibration, noise_for
-from gate.judge.verdict import Check, Outcome, Verdict, load_verdict
+from __future__ import annotations
 
-__all__ = ["Check", "Outcome", "Verdict", "load_verdict", "compare_results", "ABReference",
-           "BaselineReference", "NoReference", "Noise", "NoiseCalibration", "noise_for",
-           "Baseline"]
+import importlib
+from typing import Any
+
+# Public names and the module of the stage that defines each: imported on first use,
+# so that importing one module of the stage does not import all of them.
+_EXPORTS = {
+    "Baseline": "baseline",
+    "compare_results": "compare",
+    "ABReference": "compare",
+    "BaselineReference": "compare",
+    "NoReference": "compare",
+    "Noise": "noise",
+    "NoiseCalibration": "noise",
+    "noise_for": "noise",
+    "Check": "verdict",
+    "Outcome": "verdict",
+    "Verdict": "verdict",
+    "load_verdict": "verdict",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

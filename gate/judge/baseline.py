@@ -12,17 +12,14 @@ difference.
 
 from __future__ import annotations
 
-import datetime as dt
 import fnmatch
-import re
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from gate.core.errors import GateError
-from gate.core.files import load_yaml_model, write_atomic
+from gate.core.store import StrictModel, load_record, load_records, slug, write_record
 from gate.measure.results import Results
 from gate.plan.spec import Plan
 
@@ -30,11 +27,7 @@ BASELINE_SCHEMA_VERSION = 1
 MAX_HISTORY = 20
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class Figure(_Strict):
+class Figure(StrictModel):
     """One figure: per-repeat values, or a summary (mean, std, n)."""
 
     values: list[float] | None = Field(None, description="one value per repeat")
@@ -57,14 +50,17 @@ class Figure(_Strict):
 
     @property
     def point(self) -> float:
-        return sum(self.values) / len(self.values) if self.values else float(self.mean)
+        if self.values:
+            return sum(self.values) / len(self.values)
+        assert self.mean is not None  # the model requires values or a mean
+        return float(self.mean)
 
     @property
     def count(self) -> int:
         return len(self.values) if self.values else (self.n or 1)
 
 
-class Provenance(_Strict):
+class Provenance(StrictModel):
     kind: Literal["measured", "reported"]
     date: str | None = Field(None, description="ISO date the figures were taken or reported")
     commit: str | None = Field(None, description="vLLM (or repository) commit measured")
@@ -81,14 +77,14 @@ class Provenance(_Strict):
         return self
 
 
-class HistoryEntry(_Strict):
+class HistoryEntry(StrictModel):
     provenance: Provenance
     plan_hash: str | None = None
     vllm_version: str | None = None
     figures: dict[str, Figure]
 
 
-class Baseline(_Strict):
+class Baseline(StrictModel):
     schema_version: int = BASELINE_SCHEMA_VERSION
     description: str = ""
     plan: str = Field(description="plan name, e.g. a100-gemma4-26b")
@@ -114,6 +110,7 @@ def model_key(plan: Plan) -> str:
     if plan.server.model:
         return plan.server.model.rstrip("/").split("/")[-1].lower()
     t = plan.server.tiny_model
+    assert t is not None  # a plan names a model folder or a tiny model
     return f"tiny-random-v{t.vocab_size}-h{t.hidden_size}-l{t.num_layers}"
 
 
@@ -154,21 +151,11 @@ def mismatches(baseline: Baseline, results: Results) -> list[str]:
 
 
 def load_baseline(path: str | Path) -> Baseline:
-    path = Path(path)
-    baseline = load_yaml_model(Baseline, path, "baseline")
-    if baseline.schema_version != BASELINE_SCHEMA_VERSION:
-        raise GateError(
-            f"baseline {path} has schema v{baseline.schema_version}; this gate reads v{BASELINE_SCHEMA_VERSION}"
-        )
-    return baseline
+    return load_record(Baseline, path, "baseline", BASELINE_SCHEMA_VERSION)
 
 
 def load_all(directory: str | Path) -> list[tuple[Path, Baseline]]:
-    directory = Path(directory)
-    if not directory.is_dir():
-        return []
-    files = sorted(list(directory.glob("*.yaml")) + list(directory.glob("*.yml")))
-    return [(p, load_baseline(p)) for p in files]
+    return load_records(Baseline, directory, "baseline", BASELINE_SCHEMA_VERSION)
 
 
 def find_baseline(directory: str | Path, results: Results) -> tuple[Path, Baseline]:
@@ -208,10 +195,6 @@ def find_baseline(directory: str | Path, results: Results) -> tuple[Path, Baseli
 
 
 # ---------------------------------------------------------------- update
-
-
-def slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "x"
 
 
 def default_filename(results: Results) -> str:
@@ -291,14 +274,7 @@ def update_baseline(
         )
         new.history = [entry, *old.history][:MAX_HISTORY]
         new.description = old.description or new.description
-    write_atomic(path, dump_baseline(new))
+    write_record(path, new)
     return path
 
 
-def dump_baseline(baseline: Baseline) -> str:
-    data = baseline.model_dump(mode="json", exclude_none=True)
-    return yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100)
-
-
-def today() -> str:
-    return dt.datetime.now(dt.timezone.utc).date().isoformat()

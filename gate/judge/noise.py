@@ -30,7 +30,6 @@ measured on one server pair) are read as one block without a between-server spre
 
 from __future__ import annotations
 
-import datetime as dt
 import fnmatch
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -39,14 +38,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-import yaml
-from pydantic import BaseModel, ConfigDict, Field
-from scipy import stats as scipy_stats
+from pydantic import Field
+from scipy import special
 
 from gate import __version__
 from gate.core.errors import GateError, MeasurementError
-from gate.core.files import load_yaml_mapping, validate, write_atomic
-from gate.judge.baseline import slug
+from gate.core.files import load_yaml_mapping, validate
+from gate.core.store import StrictModel, dump_record, record_files, slug, today, write_record
 from gate.judge.sequential import Prior, ucb_factor
 from gate.judge.sizing import Cost, Spread
 from gate.runner.fingerprint import Fingerprint
@@ -62,11 +60,7 @@ DEFAULT_NOISE_DIR = Path("baselines") / "noise"
 FALLBACK_PRIOR_DF = 4.0
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class CheckNoise(_Strict):
+class CheckNoise(StrictModel):
     """One check in one calibration run."""
 
     unit: str = Field("", description="unit of the figure (req/min, ms, x)")
@@ -78,17 +72,17 @@ class CheckNoise(_Strict):
     single_df: int = Field(0, ge=0)
 
 
-class CalibrationDesign(_Strict):
+class CalibrationDesign(StrictModel):
     servers: Literal["persistent", "per_round"]
     rounds_per_block: int = Field(ge=1)
 
 
-class CalibrationCost(_Strict):
+class CalibrationCost(StrictModel):
     pair_s: float = Field(gt=0, description="runner s to start, warm up and stop both servers")
     round_s: float = Field(gt=0, description="runner s of one round of both builds")
 
 
-class NoiseProvenance(_Strict):
+class NoiseProvenance(StrictModel):
     date: str = Field(description="ISO date of the calibration")
     gate_version: str = Field(description="gate version that measured it")
     runner: str = Field("", description="fingerprint summary: cores, quota, threads, versions")
@@ -96,19 +90,19 @@ class NoiseProvenance(_Strict):
     note: str = ""
 
 
-class CalibrationRun(_Strict):
+class CalibrationRun(StrictModel):
     provenance: NoiseProvenance
     design: CalibrationDesign
     cost: CalibrationCost | None = None
     checks: dict[str, CheckNoise] = Field(min_length=1)
 
 
-class HistoryRun(_Strict):
+class HistoryRun(StrictModel):
     plan_hash: str
     run: CalibrationRun
 
 
-class CalibrationKey(_Strict):
+class CalibrationKey(StrictModel):
     plan: str = Field(description="plan name")
     plan_hash: str = Field(description="Plan.measurement_hash() of the calibrated plan")
     runner_key: str = Field(description="runner_key() of the runner, or an fnmatch pattern")
@@ -366,16 +360,12 @@ def offset_warnings(run: CalibrationRun, alpha: float = 0.01) -> list[str]:
         if m.size < 2 or not m.std(ddof=1) > 0:
             continue
         t = abs(m.mean()) / (m.std(ddof=1) / math.sqrt(m.size))
-        if 2 * scipy_stats.t.sf(t, m.size - 1) < each:
+        if 2 * special.stdtr(m.size - 1, -t) < each:
             out.append(
                 f"{name}: the two sides differ by {math.expm1(m.mean()):+.1%} on average over "
                 f"{m.size} A/A server pairs: a systematic difference between the sides, not "
                 "noise; find its cause before trusting A/B verdicts on this check")
     return out
-
-
-def today() -> str:
-    return dt.datetime.now(dt.timezone.utc).date().isoformat()
 
 
 def make_provenance(runner: str = "", command: str = "", note: str = "") -> NoiseProvenance:
@@ -412,7 +402,7 @@ def _v1_run(provenance: NoiseProvenance, v1_checks: dict[str, _V1Check]) -> Cali
                           checks=checks)
 
 
-class _V1Check(_Strict):
+class _V1Check(StrictModel):
     sigma: float = Field(gt=0)
     pairs: int = Field(ge=2)
     unit: str = ""
@@ -420,13 +410,13 @@ class _V1Check(_Strict):
     sigma_single: float | None = Field(None, gt=0)
 
 
-class _V1History(_Strict):
+class _V1History(StrictModel):
     provenance: NoiseProvenance
     plan_hash: str
     checks: dict[str, _V1Check] = Field(min_length=1)
 
 
-class _V1(_Strict):
+class _V1(StrictModel):
     schema_version: Literal[1]
     plan: str
     plan_hash: str
@@ -450,11 +440,7 @@ def load_calibration(path: str | Path) -> NoiseCalibration:
 
 
 def load_all_calibrations(directory: str | Path) -> list[tuple[Path, NoiseCalibration]]:
-    directory = Path(directory)
-    if not directory.is_dir():
-        return []
-    files = sorted(list(directory.glob("*.yaml")) + list(directory.glob("*.yml")))
-    return [(p, load_calibration(p)) for p in files]
+    return [(p, load_calibration(p)) for p in record_files(directory)]
 
 
 def calibration_mismatches(stored: CalibrationKey, want: CalibrationKey) -> list[str]:
@@ -528,8 +514,7 @@ def calibration_filename(identity: CalibrationKey) -> str:
 
 
 def dump_calibration(calibration: NoiseCalibration) -> str:
-    data = calibration.model_dump(mode="json", exclude_none=True)
-    return yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100)
+    return dump_record(calibration)
 
 
 def _same_key_file(directory: Path, key: CalibrationKey) -> Path | None:
@@ -556,7 +541,4 @@ def store_run(directory: str | Path, key: CalibrationKey, run: CalibrationRun) -
         else:
             history = [HistoryRun(plan_hash=old.plan_hash, run=r) for r in old.runs] + old.history
     new = NoiseCalibration(**key.model_dump(), runs=runs[:MAX_RUNS], history=history[:MAX_HISTORY])
-    text = dump_calibration(new)
-    NoiseCalibration.model_validate(yaml.safe_load(text))  # what is written must load back
-    write_atomic(path, text)
-    return path
+    return write_record(path, new)

@@ -38,7 +38,10 @@ from typing import NamedTuple
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
-from scipy import stats as scipy_stats
+
+# scipy.special, not scipy.stats: the same t, chi-square and F functions at a fifth of the
+# import time, which every `gate` command pays (gate/cli imports the judge).
+from scipy import special
 
 from gate.judge.checks import HIGHER, LOWER, Direction
 from gate.judge.verdict import Outcome, worst
@@ -76,7 +79,7 @@ class LogSample(NamedTuple):
 @lru_cache(maxsize=4096)
 def t_quantile(p: float, df: float) -> float:
     """Student t quantile; cached because the tests ask for few distinct values."""
-    return float(scipy_stats.t.ppf(p, df))
+    return float(special.stdtrit(df, p))
 
 
 @lru_cache(maxsize=4096)
@@ -85,7 +88,7 @@ def ucb_factor(df: float, level: float = PRIOR_UCB) -> float:
     estimated with `df` degrees of freedom (chi-square); infinite without any."""
     if df <= 0:
         return math.inf
-    return math.sqrt(df / float(scipy_stats.chi2.ppf(1.0 - level, df)))
+    return math.sqrt(df / float(special.chdtri(df, level)))  # the chi2 quantile 1 - level
 
 
 def _to_pct(x: float) -> float:
@@ -270,11 +273,11 @@ def _noisier(s2: np.ndarray, within_ss: np.ndarray, blocks: int, size: int, prio
     each = NOISIER_ALPHA / 2.0
     out = np.zeros(s2.shape, bool)
     if blocks > 1:
-        out |= scipy_stats.f.sf(s2 / prior.block_sd**2, blocks - 1, prior.block_df) < each
+        out |= special.fdtrc(blocks - 1, prior.block_df, s2 / prior.block_sd**2) < each
     within_df = blocks * (size - 1)
     if within_df > 0 and prior.within_sd and prior.within_df > 0:
         ratio = within_ss / within_df / prior.within_sd**2
-        out |= scipy_stats.f.sf(ratio, within_df, prior.within_df) < each
+        out |= special.fdtrc(within_df, prior.within_df, ratio) < each
     return out
 
 

@@ -9,7 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from gate.core.errors import EXIT_ERROR, EXIT_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS
-from gate.core.files import load_json_model
+from gate.core.files import load_json_model, write_atomic
 from gate.core.text import one_line
 
 VERDICT_SCHEMA_VERSION = 1
@@ -112,6 +112,12 @@ def error_verdict(reason: str, mode: str) -> Verdict:
     """The verdict of a run that could not be judged at all (`gate verdict --error`)."""
     reason = one_line(reason, 1000) or "no verdict could be computed"
     return Verdict(outcome=Outcome.ERROR, headline=f"ERROR: {reason}", mode=mode, errors=[reason])
+
+
+def save_verdict(verdict: Verdict, path: str | Path) -> Path:
+    """verdict.json, written atomically (the one writer of verdict files)."""
+    write_atomic(Path(path), verdict.model_dump_json(indent=1) + "\n")
+    return Path(path)
 
 
 def load_verdict(path: str | Path) -> Verdict:

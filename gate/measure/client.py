@@ -303,8 +303,8 @@ async def run_window(
     timeout = aiohttp.ClientTimeout(total=timeout_s)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
         tasks = [asyncio.create_task(worker(session, i)) for i in range(concurrency)]
-        workers = asyncio.gather(*tasks, return_exceptions=True)
-        done = asyncio.create_task(state.done.wait())
+        workers: asyncio.Future = asyncio.gather(*tasks, return_exceptions=True)
+        done: asyncio.Future = asyncio.create_task(state.done.wait())
         await asyncio.wait([done, workers], return_when=asyncio.FIRST_COMPLETED)
         for task in tasks:  # fillers still in flight
             task.cancel()
@@ -340,4 +340,4 @@ def check_server(base_url: str, timeout_s: float = 10.0) -> list[str]:
         raise GateError(f"cannot reach a vLLM server at {base_url}: {exc}") from None
     if status != 200 or not isinstance(models, dict):
         raise GateError(f"{base_url}/v1/models answered {status}: not an OpenAI-compatible server")
-    return [m.get("id") for m in models.get("data", []) if isinstance(m, dict)]
+    return [str(m["id"]) for m in models.get("data", []) if isinstance(m, dict) and "id" in m]

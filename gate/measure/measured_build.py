@@ -57,11 +57,11 @@ def cells_for_repeat(plan: Plan, repeat: int) -> list[Cell]:
         return cells
     sweep = plan.sweep
     if sweep.order == "blocked":
-        return cells + [Cell(CellKey("sweep", arm, lv, repeat))  # type: ignore[arg-type]
+        return cells + [Cell(CellKey("sweep", arm, lv, repeat))
                         for arm in sweep.arms for lv in sweep.levels]
     for i, level in enumerate(sweep.levels):
         arms = sweep.arms if (i + repeat) % 2 == 0 else list(reversed(sweep.arms))
-        cells += [Cell(CellKey("sweep", arm, level, repeat)) for arm in arms]  # type: ignore[arg-type]
+        cells += [Cell(CellKey("sweep", arm, level, repeat)) for arm in arms]
     return cells
 
 
@@ -322,7 +322,7 @@ def open_measured_build(plan: Plan, launch: Launch, info: ServerInfo, progress: 
         info.startup_s = server.startup_s
         session = MeasuredBuild(plan, launch.label, server.base_url,
                                plan.server.served_model_name, progress, server.death, timings)
-        session.server_pid = server.proc.pid
+        session.server_pid = server.pid
         session.warm_up()
         with timed(timings, "doctor_s"):
             session.doctor = check_runner(server, launch, progress)
@@ -337,7 +337,7 @@ def check_runner(server: VllmServer, launch: Launch, progress: Progress) -> Doct
     """The runner doctor on the warmed-up server's processes: what CPUs and threads they
     really use (a finding that invalidates the measurement makes the verdict an error)."""
     try:
-        report = doctor.examine(model_dir=launch.cache_dir, server_pid=server.proc.pid,
+        report = doctor.examine(model_dir=launch.cache_dir, server_pid=server.pid,
                                 server_log=server.log_path, env=server.env, sample_s=0.0,
                                 probe_torch=False)
     except GateError as exc:
@@ -354,11 +354,14 @@ def check_runner(server: VllmServer, launch: Launch, progress: Progress) -> Doct
 def _model_folder(plan: Plan, launch: Launch, progress: Progress) -> str:
     if plan.server.tiny_model is not None:
         return str(tiny_model.ensure(plan.server.tiny_model, launch.cache_dir, log=progress))
-    tiny_model.check_model_folder(plan.server.model)
-    return plan.server.model
+    model = plan.server.model
+    assert model is not None  # the plan's validator requires a model folder or a tiny model
+    tiny_model.check_model_folder(model)
+    return model
 
 
 def _reach(plan: Plan, launch: Launch, progress: Progress) -> MeasuredBuild:
+    assert launch.base_url is not None  # only a launch with a URL reaches a running server
     names = client.check_server(launch.base_url)
     model_name = plan.server.served_model_name
     if model_name not in names:

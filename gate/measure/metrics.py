@@ -95,8 +95,8 @@ def level_ratios(cells: Sequence[CellSummary]) -> list[LevelRatio]:
         out.append(
             LevelRatio(
                 concurrency=conc, repeat=rep,
-                tpot_p50_ratio=_ratio(guided.tpot_ms and guided.tpot_ms.p50,
-                                      free.tpot_ms and free.tpot_ms.p50),
+                tpot_p50_ratio=_ratio(guided.tpot_ms.p50 if guided.tpot_ms else None,
+                                      free.tpot_ms.p50 if free.tpot_ms else None),
                 output_throughput_ratio=_ratio(guided.output_throughput, free.output_throughput),
             )
         )

@@ -121,6 +121,13 @@ class VllmServer:
     def __exit__(self, *exc) -> None:
         self.stop()
 
+    @property
+    def pid(self) -> int:
+        """The server's pid, which is also its process group's id (it leads its own group)."""
+        if self.proc is None:
+            raise MeasurementError("the server was never started")
+        return self.proc.pid
+
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         logfile = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it until it exits

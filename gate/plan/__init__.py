@@ -2,7 +2,26 @@
 thresholds, the request bodies and schemas of the workload, and the built-in plans
 (builtin/*.yaml)."""
 
-from gate.plan.spec import Plan, ServerSpec, TinyModelSpec, WorkloadSpec, apply_overrides, load_plan
-from gate.plan.thresholds import Thresholds
+from __future__ import annotations
 
-__all__ = ["Plan", "ServerSpec", "TinyModelSpec", "WorkloadSpec", "apply_overrides", "load_plan", "Thresholds"]
+import importlib
+from typing import Any
+
+# Public names and the module of the stage that defines each: imported on first use,
+# so that importing one module of the stage does not import all of them.
+_EXPORTS = {
+    "Plan": "spec",
+    "ServerSpec": "spec",
+    "TinyModelSpec": "spec",
+    "WorkloadSpec": "spec",
+    "apply_overrides": "spec",
+    "load_plan": "spec",
+    "Thresholds": "thresholds",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

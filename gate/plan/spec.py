@@ -149,6 +149,9 @@ class DrainSpec(StrictModel):
     max_window_s: float = Field(300.0, gt=0, description="with window_s: the longest window")
 
 
+ARMS: tuple[Literal["guided", "free"], ...] = ("guided", "free")
+
+
 class SweepSpec(StrictModel):
     enabled: bool = True
     levels: list[int] = Field(default_factory=lambda: [1, 8, 32], min_length=1)
@@ -168,8 +171,7 @@ class SweepSpec(StrictModel):
         2, ge=0, description="times a cell whose streams arrived coalesced is measured again "
         "before the run is an error",
     )
-    arms: list[Literal["guided", "free"]] = Field(
-        default_factory=lambda: list[Literal["guided", "free"]](["guided", "free"]))
+    arms: list[Literal["guided", "free"]] = Field(default_factory=lambda: list(ARMS))
     order: Literal["interleaved", "blocked"] = Field(
         "interleaved", description="interleaved: guided and free cells alternate per level"
     )

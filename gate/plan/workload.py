@@ -92,7 +92,7 @@ def validate_output(text: str, schema: dict[str, Any]) -> str | None:
     """None when `text` is JSON that follows `schema`; otherwise why not (short)."""
     try:
         value = json.loads(text)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         return f"not JSON: {exc.msg} at char {exc.pos}"
     error = next(iter(Draft202012Validator(schema).iter_errors(value)), None)
     if error is not None:

@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from gate.core.errors import GateError
-from gate.core.files import load_json_model
+from gate.core.files import load_json_model, write_atomic
 
 PROFILE_SCHEMA_VERSION = 1
 PROFILE_FILE = "profile.json"
@@ -198,9 +198,7 @@ def save_build_profile(profile: BuildProfile, out: Path) -> Path:
     """Write DIR/profile.json through a temporary file, so a crash leaves the old one."""
     out.mkdir(parents=True, exist_ok=True)
     path = out / PROFILE_FILE
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(profile.model_dump_json(indent=1))
-    tmp.replace(path)
+    write_atomic(path, profile.model_dump_json(indent=1))
     return path
 
 

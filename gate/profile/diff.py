@@ -47,7 +47,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from tabulate import tabulate
 
-from gate.core.files import load_json_model
+from gate.core.files import load_json_model, write_atomic
 from gate.profile.data import BuildProfile
 
 PROFILE_DIFF_SCHEMA_VERSION = 1
@@ -325,10 +325,7 @@ def profile_notes(base: BuildProfile, head: BuildProfile) -> list[str]:
 
 
 def save_profile_diff(diff: ProfileDiff, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(diff.model_dump_json(indent=1))
-    tmp.replace(path)
+    write_atomic(path, diff.model_dump_json(indent=1))
     return path
 
 

@@ -66,8 +66,8 @@ def load_problems(responses: Sequence[Response], requests: Sequence[Request]) ->
     problems = []
     if failed:
         problems.append(f"{len(failed)} of {len(sent)} requests failed (first: {failed[0].error})")
-    invalid = [(r, why) for r in sent if r.error is None and schemas.get(r.index)
-               and (why := workload.validate_output(r.text, schemas[r.index]))]
+    invalid = [(r, why) for r in sent if r.error is None and (schema := schemas.get(r.index))
+               and (why := workload.validate_output(r.text, schema))]
     if invalid:
         problems.append(f"{len(invalid)} of {len(sent)} guided outputs do not follow the schema "
                         f"(first: {invalid[0][1]})")

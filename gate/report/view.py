@@ -125,7 +125,7 @@ def fmt_ratio(ratio: float | None, r: Results, c: int) -> Markup:
         return DASH
     t = r.plan.thresholds
     bound = t.guided_free_tpot_ratio
-    over = bool(bound) and c >= t.ratio_min_concurrency and ratio > bound
+    over = bound is not None and c >= t.ratio_min_concurrency and ratio > bound
     return Markup(f"**{ratio:.2f}×** ⚠️" if over else f"{ratio:.2f}×")
 
 
@@ -414,8 +414,8 @@ class RunInput:
 
     def ranked_hunks(self) -> HunkSet | None:
         """The hunks as the report shows them: by measured evidence when there is some."""
-        if self.hunks is None or self.evidence is None:
-            return self.hunks
+        if self.hunks is None:
+            return None
         return apply_evidence(self.hunks, self.evidence)
 
 

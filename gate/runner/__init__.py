@@ -2,7 +2,24 @@
 and nvidia-smi, the environment fingerprint, installing a vLLM build, and the tiny
 random-weight model the CPU path serves."""
 
-from gate.runner.doctor import DoctorReport, Finding, Severity
-from gate.runner.fingerprint import Fingerprint, warnings_for
+from __future__ import annotations
 
-__all__ = ["DoctorReport", "Finding", "Severity", "Fingerprint", "warnings_for"]
+import importlib
+from typing import Any
+
+# Public names and the module of the stage that defines each: imported on first use,
+# so that importing one module of the stage does not import all of them.
+_EXPORTS = {
+    "DoctorReport": "doctor",
+    "Finding": "doctor",
+    "Severity": "doctor",
+    "Fingerprint": "fingerprint",
+    "warnings_for": "fingerprint",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

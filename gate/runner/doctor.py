@@ -383,7 +383,7 @@ def examine(*, model_dir: Path, server_pid: int | None = None, server_log: Path 
     python = python or sys.executable
     facts = probe_interpreter(python, env) if probe_torch else {"error": "not run (--no-probe)"}
     host = probe.read_host(proc_root, cgroup_root, cpu_root, env, facts)
-    gpus, gpu_findings = _read_gpus()
+    gpus, unreadable_gpus = _read_gpus()
     has_gpu = bool(gpus and gpus[0])
     pin_error = probe.probe_pin_memory(python, env) if has_gpu and probe_torch else None
     findings = cpu_quota_findings(host) + governor_findings(host) + swap_findings(host)
@@ -398,7 +398,7 @@ def examine(*, model_dir: Path, server_pid: int | None = None, server_log: Path 
     elif server_log is not None:
         log = probe.read_server_log(server_log)
     findings += memlock_findings(memlock, has_gpu, pin_error, whose)
-    findings += gpu_findings or gpu_findings(gpus, server_pids)
+    findings += unreadable_gpus or gpu_findings(gpus, server_pids)
     findings += disk_findings(probe.read_disk(model_dir), min_free_gib)
     findings += vllm_findings(host, log)
     return DoctorReport(server_pid=server_pid, findings=findings)

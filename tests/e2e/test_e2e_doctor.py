@@ -3,55 +3,21 @@ server's processes from /proc and finds its torch pool oversubscribed."""
 
 from __future__ import annotations
 
-import os
-import sys
-import time
-import uuid
-
 import pytest
-from support.vllm_helpers import run_gate, wait_gone
+from support.vllm_helpers import run_gate
 
 from gate.core.errors import EXIT_ERROR
-from gate.measure.server import VllmServer
-from gate.plan.spec import load_plan
 from gate.runner.doctor import DoctorReport, Severity
 
 
-def group_gone(pgid: int, timeout: float = 30.0) -> bool:
-    """True once no process (zombies included) is left in the process group."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return True
-        time.sleep(0.2)
-    return False
-
-
 @pytest.mark.vllm
-def test_doctor_finds_a_taskset_server_oversubscribed(tiny_model_dir, tmp_path):
-    """A real vllm serve pinned to CPU 0 with OMP_NUM_THREADS=4: its engine core keeps a torch
-    pool of 2 (torch caps the variable at the host's cores) on one CPU."""
-    assert (os.cpu_count() or 1) >= 2, "needs 2+ cores: torch caps OMP_NUM_THREADS at them"
-    plan = load_plan("cpu-smoke")
-    marker = f"gate-doctor-{uuid.uuid4().hex[:8]}"
-    spec = plan.server.model_copy(update={
-        "launch": "command", "served_model_name": marker,
-        "command": ["taskset", "-c", "0", sys.executable, "-m",
-                    "vllm.entrypoints.openai.api_server"],
-        "env": {**plan.server.env, "OMP_NUM_THREADS": "4"},
-    })
-    server = VllmServer(spec, tiny_model_dir, tmp_path / "server.log", log=lambda m: None)
-    try:
-        with server:
-            pgid = server.proc.pid
-            proc = run_gate("doctor", "--server-pid", str(pgid), "--strict", "--out",
-                            str(tmp_path / "d.json"), timeout=300)
-    finally:
-        left = wait_gone(marker)
+def test_doctor_finds_a_taskset_server_oversubscribed(shared_server, tmp_path):
+    """The shared server runs pinned to CPU 0 with OMP_NUM_THREADS=4 (tests/conftest.py): its
+    engine core keeps a torch pool of 2 (torch caps the variable at the host's cores) on one
+    CPU."""
+    proc = run_gate("doctor", "--server-pid", str(shared_server.pid), "--strict", "--out",
+                    str(tmp_path / "d.json"), timeout=300)
     print(proc.stdout)
-    assert left == [] and group_gone(pgid), "the server left processes behind"
     assert proc.returncode == EXIT_ERROR, proc.stdout + proc.stderr
     report = DoctorReport.model_validate_json((tmp_path / "d.json").read_text())
     found = {f.id: f for f in report.findings}

@@ -246,15 +246,16 @@ def hunkset(hunks: list[Hunk], **fields) -> HunkSet:
 
 
 def annotated_hunks() -> HunkSet:
-    """Three ranked hunks as `gate publish` annotates them: a plain change, one in a hot
-    function touching two mechanisms, and a deletion (no line in the head to annotate)."""
+    """Three hunks in diff order as `gate hunks` scores them: a plain change (no mechanism: a
+    low score), one in a hot function touching two mechanisms, and a deletion (no line in the
+    head to annotate)."""
     return hunkset(
         [
-            Hunk(path="vllm/v1/sample/sampler.py", new_start=10, new_lines=3, score=9.0,
+            Hunk(path="vllm/v1/sample/sampler.py", new_start=10, new_lines=3, score=1.003,
                  text="+x = 1"),
             Hunk(path="vllm/v1/structured_output/utils.py", new_start=120, new_lines=8,
                  section="def apply_grammar_bitmask(", mechanisms=["pin_memory", "per_step_alloc"],
-                 score=5.0, text="+pin_memory=True"),
+                 score=9.008, text="+pin_memory=True"),
             Hunk(path="vllm/old.py", change="deleted", old_start=1, old_lines=4, score=99),
         ],
         repo="vllm", base="main", head="pr", merge_base="abc", files_changed=0, files_watched=0,

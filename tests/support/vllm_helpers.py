@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -64,6 +65,18 @@ def wait_gone(marker: str, timeout: float = 30.0) -> list[psutil.Process]:
     return server_processes(marker)
 
 
+def group_gone(pgid: int, timeout: float = 30.0) -> bool:
+    """True once no process (zombies included) is left in the process group."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.2)
+    return False
+
+
 def gate_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "gate.cli", *args]
 
@@ -71,3 +84,18 @@ def gate_cmd(*args: str) -> list[str]:
 def run_gate(*args: str, timeout: float = 900, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(gate_cmd(*args), capture_output=True, text=True, timeout=timeout,
                           cwd=REPO_ROOT, env={**os.environ, **(env or {})})
+
+
+# The slow_bitmask fixture's default: every guided engine step burns this fraction of its own
+# healthy length (tests/fixtures/slow_bitmask/sitecustomize.py), on any runner.
+FIXTURE_STEP_FRACTION = 1.0
+_FIXTURE_LINE = re.compile(r"\[gate fixture\] (\d+) guided rows: .*\(([\d.]+) ms per row\)")
+
+
+def fixture_ms_per_row(server_log: Path) -> dict[int, float]:
+    """What the fixture burnt per guided row at each batch size, as its server logged it
+    (the last value per batch size: it re-logs when its estimate of a healthy step moves)."""
+    out: dict[int, float] = {}
+    for rows, per_row in _FIXTURE_LINE.findall(server_log.read_text(errors="replace")):
+        out[int(rows)] = float(per_row)
+    return out

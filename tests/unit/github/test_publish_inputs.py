@@ -18,10 +18,10 @@ from gate.core.settings import Settings
 from gate.evidence.hunks import Hunk, HunkSet
 from gate.github.comment_file import load_comment_file
 from gate.github.publish import (
-    annotations,
     escape_data,
     escape_property,
     find_sticky,
+    hunk_annotations,
     marker,
     outcome_of,
     write_outputs,
@@ -52,7 +52,7 @@ def test_annotation_escaping():
     hunks = HunkSet(repo="r", base="b", head="h", merge_base="m", watch=[], hunks=[
         Hunk(path="x,y:z.py", new_start=1, new_lines=1, section="::error::injected\n")])
     v = Verdict(outcome=Outcome.FAIL, headline="FAIL: 100% slower", mode="ab")
-    (line,) = annotations(hunks, v, prefix="src/")
+    (line,) = hunk_annotations(hunks, v, prefix="src/")
     assert line.startswith("::warning file=src/x%2Cy%3Az.py,line=1,endLine=1,title=")
     message = line.split("::", 2)[2]
     assert "\n" not in line and "100%25 slower" in message
@@ -66,7 +66,7 @@ def test_a_path_with_a_newline_and_error_command_stays_one_annotation():
     hunks = HunkSet(repo="r", base="b", head="h", merge_base="m", watch=[], hunks=[
         Hunk(path=path, new_start=3, new_lines=1, section="def f():\n::error::x")])
     v = Verdict(outcome=Outcome.FAIL, headline="FAIL: x\n::error::headline", mode="ab")
-    lines = "\n".join(annotations(hunks, v)).split("\n")
+    lines = "\n".join(hunk_annotations(hunks, v)).split("\n")
     assert len(lines) == 1 and lines[0].startswith("::warning file=")
     assert "file=vllm/v1/sample/evil%0A%3A%3Aerror title=Perf gate%3A%3APASS%0D%0A.py," in lines[0]
     assert not any(line.startswith("::error") for line in re.split(r"[\r\n]", lines[0]))
