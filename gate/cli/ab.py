@@ -54,8 +54,9 @@ def add_parser(sub) -> None:
                    help="where this runner's calibrations are (repeatable; default "
                    "./baselines/noise); the cache folder's noise/ is always read too")
     p.add_argument("--calibrate", action="store_true",
-                   help="when no calibration applies, calibrate first (A/A blocks of the base "
-                   "build, kept in the cache folder's noise/ for the next run), then run the A/B")
+                   help="when no calibration applies (or too few blocks of one), calibrate first "
+                   "(A/A blocks of the base build, kept in the cache folder's noise/ for the "
+                   "next run), then run the A/B")
     p.add_argument("--calibration-blocks", type=int, default=CALIBRATION_BLOCKS,
                    help=f"blocks of that calibration (default {CALIBRATION_BLOCKS})")
     p.add_argument("--threshold", action="append", metavar="NAME=VALUE", help="override a threshold")
@@ -123,9 +124,11 @@ def _new(args, settings: Settings, progress: Progress) -> ab.ABResult:
     except Uncalibrated as exc:
         if not args.calibrate:
             raise
-        progress(f"{exc}\n--calibrate: calibrating this runner first")
+        blocks = exc.more_blocks or args.calibration_blocks
+        progress(f"{exc}\n--calibrate: calibrating this runner first ({blocks} blocks)")
     done = calibrate.calibrate(calibrate.CalibrateOptions(
-        plan=plan, build=base, blocks=args.calibration_blocks, out=args.out / "calibration",
+        plan=plan, build=base, blocks=max(blocks, calibrate.MIN_BLOCKS),
+        out=args.out / "calibration",
         store=cache_noise_dir(settings.cache_dir), cache_dir=settings.cache_dir,
         noise_dirs=args.noise_dir, progress=progress,
         command=shlex.join(["gate", *sys.argv[1:]])))

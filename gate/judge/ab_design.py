@@ -22,7 +22,12 @@ from gate.plan.thresholds import Thresholds
 
 
 class Uncalibrated(CannotDecide):
-    """No calibration of this runner gives the spread a check needs: calibrate first."""
+    """No calibration of this runner gives the spread a check needs, or too few blocks of it
+    do: calibrate (`more_blocks` more, when known) first."""
+
+    def __init__(self, message: str, more_blocks: int | None = None):
+        super().__init__(message)
+        self.more_blocks = more_blocks
 
 
 # Blocks a calibration measures unless told otherwise: block means with ENOUGH_BLOCK_DF df.
@@ -72,8 +77,11 @@ def design_ab(plan: Plan, thresholds: Thresholds, noise: Noise) -> ABDesign:
         raise Uncalibrated(_uncalibrated(plan, noise, ["the cost of a block"]))
     sizing = size(specs, spreads, plan.ab.rounds_per_block, cost)
     if not sizing.reachable:
-        raise CannotDecide(_too_noisy(plan, sizing, min(s.prior.block_df for s in specs
-                                                          if s.prior is not None)))
+        block_df = min(s.prior.block_df for s in specs if s.prior is not None)
+        if block_df < ENOUGH_BLOCK_DF:
+            more = int(ENOUGH_BLOCK_DF - block_df)
+            raise Uncalibrated(_too_noisy(plan, sizing, block_df), more_blocks=more)
+        raise CannotDecide(_too_noisy(plan, sizing, block_df))
     _check_fits(plan, sizing, noise)
     return ABDesign(sizing.design, sizing, calibrated, tuple(s.name for s in specs),
                     budget_note(plan, sizing))

@@ -132,8 +132,10 @@ def test_a_runner_too_noisy_for_the_thresholds_is_told_what_helps():
         design_ab(CPU_SMOKE, CPU_SMOKE.thresholds, noise)
     few = noise_for_results(cpu_smoke_results(), names=NAMES, between=0.04, within=0.05,
                             blocks=3)
-    with pytest.raises(CannotDecide, match=r"rests on 3 server pairs .* calibrate 7 more blocks"):
+    with pytest.raises(Uncalibrated, match=r"rests on 3 server pairs .* calibrate 7 more blocks"
+                       ) as err:
         design_ab(CPU_SMOKE, CPU_SMOKE.thresholds, few)
+    assert err.value.more_blocks == 7  # gate ab --calibrate tops it up by as many
 
 
 def test_a_calibration_of_another_block_size_does_not_count():
