@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from support.action_runner import runner_commands
+from support.calibrations import store_for
 from support.factories import drain_results
 from support.gitrepo import commit, init
 from support.paths import REPO_ROOT
@@ -51,9 +52,11 @@ def test_closed_pipe_keeps_the_verdicts_exit_code(tmp_path, head, code):
     for name, figures in (("head", head), ("base", [233.0])):
         (tmp_path / name).mkdir()
         save_results(drain_results(figures), tmp_path / name / "results.json")
-    script = (f'"{sys.executable}" -m gate.cli compare head --against base | head -c 1 '
-              '> /dev/null; echo "${PIPESTATUS[0]}"')
+    store_for(tmp_path / "noise", drain_results([233.0]))  # the runner's calibration
+    script = (f'"{sys.executable}" -m gate.cli compare head --against base --noise-dir noise '
+              '| head -c 1 > /dev/null; echo "${PIPESTATUS[0]}"')
     proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, cwd=tmp_path,
-                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, timeout=120)
+                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT),
+                               "GATE_CACHE_DIR": str(tmp_path / "cache")}, timeout=120)
     assert proc.stdout.strip() == str(code), proc.stderr
     assert "BrokenPipeError" not in proc.stderr and "Traceback" not in proc.stderr
