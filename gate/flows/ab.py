@@ -338,7 +338,7 @@ def blocks(abrun: ABRun, state: ABState | None, *, judge: bool) -> None:
     while abrun.rounds < abrun.max_rounds:
         if not _fits_budget(abrun):
             break
-        t0 = time.monotonic()
+        t0, block = time.monotonic(), abrun.blocks + 1
         try:
             stop = _block(abrun, judge)
         except SideError as exc:
@@ -346,7 +346,7 @@ def blocks(abrun: ABRun, state: ABState | None, *, judge: bool) -> None:
             if judge:
                 abrun.judge()
             return
-        abrun.progress(f"block {abrun.blocks} of at most {abrun.max_rounds // per_block} "
+        abrun.progress(f"block {block} of at most {abrun.max_rounds // per_block} "
                        f"done in {time.monotonic() - t0:.0f} s")
         if state is not None:
             save_state(state.after(abrun.rounds, abrun.verdict, finished=False),

@@ -181,9 +181,10 @@ def _ab_source(result: seq.CheckResult, design: seq.Design) -> str:
     llr = "" if result.llr is None else (
         f"; SPRT LLR {result.llr:+.2f} (fail at >= {design.fail_llr:.2f}, pass at <= "
         f"{design.pass_llr:.2f})")
-    return (f"{result.rounds} paired round(s), {result.blocks} block(s) of "
-            f"{design.rounds_per_block}{llr}; "
-            + (prior.source if prior else "no calibration: the run's own spread only"))
+    looks = (f"{result.rounds} paired round(s), {result.blocks} block(s) of "
+             f"{design.rounds_per_block}{llr}" if result.blocks else
+             "round 1 (the look for gross effects; blocks not yet whole)")
+    return f"{looks}; " + (prior.source if prior else "no calibration: the run's own spread only")
 
 
 def _geomean(values: list[float]) -> float:

@@ -15,8 +15,8 @@ fishtest's SPRT is the anchor) between
 looks at every whole block: LLR_J = (theta1 - theta0) * J * (mean - midpoint) / s^2 over the J
 block means so far, fail at LLR >= log((1 - beta) / alpha), pass at LLR <= log(beta / (1 -
 alpha)), otherwise one more block, up to the design's maximum (then inconclusive). s^2 pools
-the calibration's spread of a block mean, taken at an upper confidence bound for the blocks it
-was measured from, with this run's own spread of block means. A run whose blocks or rounds
+the calibration's spread of a block mean with this run's own spread of block means and takes
+the pool at its upper confidence bound for the degrees of freedom behind it. A run whose blocks or rounds
 vary more than the calibration says (F test) sets the calibration aside: the check then rests
 on its own spread, at its upper confidence bound, and says to recalibrate. Before the first
 block ends there is one look, after round 1, that can only fail, and only a gross effect:
@@ -283,9 +283,10 @@ def _noisier(s2: np.ndarray, within_ss: np.ndarray, blocks: int, size: int, prio
 
 def _pooled(s2: np.ndarray, blocks: int, prior: Prior | None, aside: np.ndarray
             ) -> tuple[np.ndarray, np.ndarray]:
-    """(variance of one block mean, its df) per path: the calibration's upper bound pooled
-    with the run's own spread, or (no calibration, or set aside) the run's own spread at its
-    upper bound."""
+    """(variance of one block mean, its df) per path, at the upper confidence bound of its
+    estimate: the calibration's spread pooled with the run's own, or (no calibration, or set
+    aside) the run's own alone. The bound is taken after pooling, so a run's own spread that
+    happens to come out small never makes the test bolder than its degrees of freedom allow."""
     n = s2.shape[0]
     own = np.full(n, math.inf)
     if blocks > 1:
@@ -293,10 +294,9 @@ def _pooled(s2: np.ndarray, blocks: int, prior: Prior | None, aside: np.ndarray
     own_df = np.full(n, float(blocks - 1))
     if prior is None:
         return own, own_df
-    nu0 = prior.block_df
-    pooled = (nu0 * prior.block_ucb**2 + (blocks - 1) * s2) / (nu0 + blocks - 1)
-    return (np.where(aside, own, pooled),
-            np.where(aside, own_df, np.full(n, nu0 + blocks - 1)))
+    df = prior.block_df + blocks - 1
+    pooled = (prior.block_df * prior.block_sd**2 + (blocks - 1) * s2) / df * ucb_factor(df) ** 2
+    return (np.where(aside, own, pooled), np.where(aside, own_df, np.full(n, df)))
 
 
 def replay(spec: CheckSpec, d_rounds: Sequence[float], design: Design) -> CheckResult:
