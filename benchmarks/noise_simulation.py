@@ -40,7 +40,7 @@ from gate.judge import noise as noise_mod  # noqa: E402
 from gate.judge import sequential as seq  # noqa: E402
 from gate.judge.ab_design import CALIBRATION_BLOCKS  # noqa: E402
 from gate.judge.checks import HIGHER, LOWER  # noqa: E402
-from gate.judge.sizing import Cost, Runs, Spread, draw, size, verdicts  # noqa: E402
+from gate.judge.sizing import Cost, Layout, Runs, Spread, draw, size, verdicts  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,9 @@ class Tier:
     @property
     def pairs_per_block(self) -> int:
         return self.rounds_per_block if self.servers == "per_round" else 1
+
+    def layout(self, blocks: int) -> Layout:
+        return Layout(blocks, self.rounds_per_block, self.pairs_per_block)
 
     @property
     def design(self) -> noise_mod.CalibrationDesign:
@@ -128,7 +131,7 @@ def calibrate(rng: np.random.Generator, tier: Tier, off: float, blocks: int
     specs, spreads = [], []
     for c in tier.checks:
         spread = Spread(c.between / off, c.within / off)
-        d = draw(rng, spread, 0.0, 1, blocks, tier.rounds_per_block, tier.pairs_per_block)[0]
+        d = draw(rng, spread, 0.0, 1, tier.layout(blocks))[0]
         check = noise_mod.estimate_check(c.name, [(1.0, math.exp(v)) for v in d],
                                          tier.rounds_per_block)
         run = noise_mod.CalibrationRun(provenance=noise_mod.make_provenance(),
@@ -146,17 +149,27 @@ def sized(tier: Tier, specs: list[seq.CheckSpec], spreads: list[Spread], paths: 
     return size(specs, spreads, tier.rounds_per_block, tier.cost, paths=paths).design
 
 
+@dataclass(frozen=True)
+class Scenario:
+    """What the simulated A/Bs meet: the change of each check, how many A/Bs, and (the stress
+    case) offsets drawn otherwise than the model's normal spread."""
+
+    changes: list[float]
+    paths: int
+    offsets: object = None  # None, or offsets(rng, paths, design) -> paths x rounds
+
+
 def run_ab(rng: np.random.Generator, tier: Tier, specs: list[seq.CheckSpec], design: seq.Design,
-           changes: list[float], paths: int, offsets=None) -> tuple[np.ndarray, np.ndarray]:
-    """Verdict codes (1 fail, -1 pass, 0 inconclusive) and rounds used of `paths` A/Bs."""
+           scenario: Scenario) -> tuple[np.ndarray, np.ndarray]:
+    """Verdict codes (1 fail, -1 pass, 0 inconclusive) and rounds used of the scenario's A/Bs."""
     codes, ats = [], []
-    for c, spec, change in zip(tier.checks, specs, changes, strict=True):
+    layout = tier.layout(design.max_blocks)
+    for c, spec, change in zip(tier.checks, specs, scenario.changes, strict=True):
         # badness: `change` is on the bad side whatever the check's direction
-        between = 0.0 if offsets is not None else c.between
-        b = draw(rng, Spread(between, c.within), change, paths, design.max_blocks,
-                 tier.rounds_per_block, tier.pairs_per_block)
-        if offsets is not None:
-            b = b + offsets(rng, paths, design)
+        between = 0.0 if scenario.offsets is not None else c.between
+        b = draw(rng, Spread(between, c.within), change, scenario.paths, layout)
+        if scenario.offsets is not None:
+            b = b + scenario.offsets(rng, scenario.paths, design)  # type: ignore[operator]
         p = seq.run_paths(b, spec, design)
         codes.append(p.code)
         ats.append(np.where(p.at > 0, p.at, design.max_rounds + 1))
@@ -182,14 +195,14 @@ def evaluate(tier: Tier, off: float, args: argparse.Namespace, offsets=None
         specs, spreads = calibrate(rng, tier, off, args.calibration_blocks)
         design = sized(tier, specs, spreads, args.sizing_paths)
         maxima.append(design.max_rounds)
-        v, u = run_ab(rng, tier, specs, design, [0.0] * len(specs), args.paths, offsets)
+        v, u = run_ab(rng, tier, specs, design, Scenario([0.0] * len(specs), args.paths, offsets))
         aa_codes.append(v)
         aa_used.append(u)
         worst_miss, worst_used = -1.0, u
         for k, spec in enumerate(specs):
             changes = [0.0] * len(specs)
             changes[k] = seq.zone_for(spec.threshold_pct).theta1
-            v1, u1 = run_ab(rng, tier, specs, design, changes, args.paths, offsets)
+            v1, u1 = run_ab(rng, tier, specs, design, Scenario(changes, args.paths, offsets))
             if np.mean(v1 != 1) > worst_miss:
                 worst_miss, worst_used = float(np.mean(v1 != 1)), u1
         misses.append(worst_miss)
@@ -263,7 +276,7 @@ def _no_restarts(tier: Tier, args: argparse.Namespace) -> list:
         codes, ats = [], []
         for c, spec in zip(tier.checks, specs, strict=True):
             one_pair = draw(rng, Spread(0.0 if offsets else c.between, c.within), 0.0,
-                            args.calibrations * args.paths, 1, design.max_rounds)
+                            args.calibrations * args.paths, Layout(1, design.max_rounds))
             if offsets is not None:
                 whole = seq.Design(design.max_rounds, 1)
                 one_pair = one_pair + offsets(rng, one_pair.shape[0], whole)

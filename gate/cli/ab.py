@@ -34,22 +34,34 @@ def add_parser(sub) -> None:
         "or with a budget too small for the calibrated design, it stops before measuring "
         "(exit 5) and says what to run. Exit codes as gate compare, plus 5.",
     )
+    _build_options(p)
+    _test_options(p)
+    _measure_options(p)
+    p.set_defaults(handler=handle)
+
+
+def _build_options(p) -> None:
     p.add_argument("--base", help="base build: interpreter or virtualenv (default: this one)")
     p.add_argument("--head", help="head build: interpreter or virtualenv (default: this one)")
     p.add_argument("--base-env", action="append", metavar="KEY=VALUE",
                    help="environment of the base build's server (repeatable)")
     p.add_argument("--head-env", action="append", metavar="KEY=VALUE",
                    help="environment of the head build's server (repeatable)")
-    p.add_argument("--plan", help="plan YAML file or built-in name (default: cpu-smoke)")
-    p.add_argument("--max-rounds", type=int, help="override ab.max_rounds")
-    p.add_argument("--min-rounds", type=int, help="override ab.min_rounds")
-    p.add_argument("--rounds", type=int, help="exactly this many rounds (min = max)")
-    p.add_argument("--budget-minutes", type=float, help="override ab.budget_minutes")
-    p.add_argument("--servers", choices=["persistent", "per_round"], help="override ab.servers")
     p.add_argument("--out", type=Path, default=Path("gate-ab"), help="output folder")
     p.add_argument("--resume", type=Path, metavar="DIR",
                    help="continue the sequential test of the A/B in DIR (its ab-state.json): "
                    "more blocks, same design, thresholds and calibration")
+    p.add_argument("--quiet", action="store_true")
+
+
+def _test_options(p) -> None:
+    """What shapes the sequential test (fixed at its start: refused with --resume)."""
+    p.add_argument("--plan", help="plan YAML file or built-in name (default: cpu-smoke)")
+    p.add_argument("--max-rounds", type=int, help="override ab.max_rounds")
+    p.add_argument("--min-rounds", type=int, help="override ab.min_rounds")
+    p.add_argument("--rounds", type=int, help="min = max = N rounds: no stop before N, and the "
+                   "calibrated design must fit in N")
+    p.add_argument("--servers", choices=["persistent", "per_round"], help="override ab.servers")
     p.add_argument("--noise-dir", type=Path, action="append",
                    help="where this runner's calibrations are (repeatable; default "
                    "./baselines/noise); the cache folder's noise/ is always read too")
@@ -63,6 +75,11 @@ def add_parser(sub) -> None:
     p.add_argument("--drain-requests", type=int)
     p.add_argument("--levels", type=int_list)
     p.add_argument("--window", type=float, help="override sweep.window_s (seconds per cell)")
+
+
+def _measure_options(p) -> None:
+    p.add_argument("--budget-minutes", type=float,
+                   help="override ab.budget_minutes (with --resume: this run's budget)")
     p.add_argument("--profile", choices=PROFILE_POLICIES, default="auto",
                    help="profile both builds with py-spy after the rounds: always, never, or "
                    "auto = when a check failed or is inconclusive (default); writes "
@@ -73,8 +90,6 @@ def add_parser(sub) -> None:
                    help="smallest per-function difference the profile diff names, as a share "
                    "of the base build's time per token (default %(default)s: the noise between "
                    "two servers measured on CPU; see docs/profile.md)")
-    p.add_argument("--quiet", action="store_true")
-    p.set_defaults(handler=handle)
 
 
 def ab_settings(args) -> dict:

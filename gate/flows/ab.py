@@ -252,13 +252,21 @@ def ab(options: ABOptions) -> ABResult:
                       plan.measurement_hash(), sides["head"].fingerprint)
     design = FixedDesign.of(design_ab(plan, thresholds, noise))
     options.progress(f"design: {design.description}")
-    state = ABState.start(plan, thresholds, noise, design, runner_key(sides["head"].fingerprint),
-                          {label: BuildIdentity.of(s.build.python, s.build.env, s.fingerprint)
-                           for label, s in sides.items()})
     abrun = ABRun(plan, thresholds, noise, design, sides, options.out, options.cache_dir,
                   options.progress, Profiler(plan, options.out, options.profiling,
                                               options.progress))
-    return _finish(abrun, state)
+    return _finish(abrun, _start_state(abrun))
+
+
+def _start_state(abrun: ABRun) -> ABState:
+    """The state of a test that starts now: what it fixed, and which builds it measures."""
+    return ABState(
+        plan=abrun.plan.name, plan_hash=abrun.plan.measurement_hash(),
+        runner_key=runner_key(abrun.sides["head"].fingerprint), thresholds=abrun.thresholds,
+        design=abrun.design, calibrations=list(abrun.noise.calibrations),
+        noise_description=abrun.noise.description,
+        builds={label: BuildIdentity.of(s.build.python, s.build.env, s.fingerprint)
+                for label, s in abrun.sides.items()})
 
 
 @dataclass

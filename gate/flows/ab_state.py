@@ -84,13 +84,6 @@ class ABState(_Strict):
     outcome: Outcome | None = None
     finished: bool = False
 
-    @classmethod
-    def start(cls, plan: Plan, thresholds: Thresholds, noise: Noise, design: FixedDesign,
-              key: str, builds: dict[str, BuildIdentity]) -> ABState:
-        return cls(plan=plan.name, plan_hash=plan.measurement_hash(), runner_key=key,
-                   thresholds=thresholds, design=design, calibrations=list(noise.calibrations),
-                   noise_description=noise.description, builds=builds)
-
     def noise(self) -> Noise:
         return Noise(tuple(self.calibrations), self.noise_description)
 

@@ -89,14 +89,27 @@ class Sizing:
                 f"at 1.5x a threshold {self.miss:.1%}, healthy decided {self.aa_decided:.0%}")
 
 
-def draw(rng: np.random.Generator, noise: Spread, change: float, paths: int, blocks: int,
-         rounds_per_block: int, pairs_per_block: int = 1) -> np.ndarray:
+@dataclass(frozen=True)
+class Layout:
+    """How an A/B's rounds are laid out: blocks of rounds, and server pairs per block (1 with
+    persistent servers; one per round with per_round servers)."""
+
+    blocks: int
+    rounds_per_block: int
+    pairs_per_block: int = 1
+
+    @property
+    def rounds(self) -> int:
+        return self.blocks * self.rounds_per_block
+
+
+def draw(rng: np.random.Generator, spread: Spread, change: float, paths: int, layout: Layout
+         ) -> np.ndarray:
     """paths x rounds badness of one check: `change` (log) plus the two noise terms. With
     several server pairs per block (a fresh pair every round), each round has its own offset."""
-    rounds = blocks * rounds_per_block
-    offsets = rng.normal(0.0, noise.between, (paths, blocks * pairs_per_block))
-    per_round = np.repeat(offsets, rounds // offsets.shape[1], axis=1)
-    return change + per_round + rng.normal(0.0, noise.within, (paths, rounds))
+    offsets = rng.normal(0.0, spread.between, (paths, layout.blocks * layout.pairs_per_block))
+    per_round = np.repeat(offsets, layout.rounds // offsets.shape[1], axis=1)
+    return change + per_round + rng.normal(0.0, spread.within, (paths, layout.rounds))
 
 
 @dataclass(frozen=True)
@@ -107,15 +120,23 @@ class Runs:
     at: np.ndarray
 
 
-def simulate(specs: Sequence[seq.CheckSpec], spreads: Sequence[Spread], design: seq.Design,
-              change_for: Sequence[float], paths: int, seed: int,
-              pairs_per_block: int = 1) -> Runs:
-    rng = np.random.default_rng(seed)
+@dataclass(frozen=True)
+class Trials:
+    """How many simulated A/Bs, from which seed, with how many server pairs per block."""
+
+    paths: int
+    seed: int
+    pairs_per_block: int = 1
+
+
+def simulate(specs: Sequence[seq.CheckSpec], spreads: Sequence[Spread],
+             changes: Sequence[float], design: seq.Design, trials: Trials) -> Runs:
+    """Every check's decisions over `trials.paths` simulated A/Bs at these changes."""
+    rng = np.random.default_rng(trials.seed)
+    layout = Layout(design.max_blocks, design.rounds_per_block, trials.pairs_per_block)
     codes, ats = [], []
-    for spec, noise, change in zip(specs, spreads, change_for, strict=True):
-        b = draw(rng, noise, change, paths, design.max_blocks, design.rounds_per_block,
-                 pairs_per_block)
-        p = seq.run_paths(b, spec, design)
+    for spec, spread, change in zip(specs, spreads, changes, strict=True):
+        p = seq.run_paths(draw(rng, spread, change, trials.paths, layout), spec, design)
         codes.append(p.code)
         ats.append(np.where(p.at > 0, p.at, design.max_rounds + 1))
     return Runs(np.array(codes), np.array(ats))
@@ -135,19 +156,18 @@ def verdicts(runs: Runs, max_rounds: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def size(specs: Sequence[seq.CheckSpec], spreads: Sequence[Spread], rounds_per_block: int,
-         cost: Cost, *, paths: int = PATHS, seed: int = SEED, max_blocks: int = MAX_BLOCKS
-         ) -> Sizing:
+         cost: Cost, *, paths: int = PATHS, max_blocks: int = MAX_BLOCKS) -> Sizing:
     """The shortest design (blocks) that meets the goals at this noise, or the longest one
-    considered, marked unreachable."""
+    considered, marked unreachable (seeded: the same noise sizes the same design)."""
     if not specs:
         raise ValueError("nothing to size: no judged check")
     pairs = rounds_per_block if cost.per_round_servers else 1
     full = seq.Design(rounds_per_block, max_blocks, len(specs))
-    zero = simulate(specs, spreads, full, [0.0] * len(specs), paths, seed, pairs)
+    zero = simulate(specs, spreads, [0.0] * len(specs), full, Trials(paths, SEED, pairs))
     at_theta1 = [
-        simulate([spec], [noise], replace(full, family_size=len(specs)),
-                  [seq.zone_for(spec.threshold_pct).theta1], paths, seed + 1 + k, pairs)
-        for k, (spec, noise) in enumerate(zip(specs, spreads, strict=True))]
+        simulate([spec], [spread], [seq.zone_for(spec.threshold_pct).theta1], full,
+                 Trials(paths, SEED + 1 + k, pairs))
+        for k, (spec, spread) in enumerate(zip(specs, spreads, strict=True))]
     curve = [_rates(zero, at_theta1, replace(full, max_blocks=b), cost)
              for b in range(1, max_blocks + 1)]
     decided_by = tuple(c.aa_decided for c in curve)

@@ -62,10 +62,11 @@ def write_ab(folder: Path, fp, head_tpot: list[float], *, finished: bool = False
     identity = BuildIdentity.of(sys.executable, {}, fp)
     design = FixedDesign(rounds_per_block=2, max_rounds=16, block_s=200.0, checks=list(NAMES),
                          description="recorded design")
-    state = ABState.start(PLAN, PLAN.thresholds, noise, design, runner_key(fp),
-                          {"base": identity, "head": identity})
-    state = state.model_copy(update={"rounds_done": rounds or len(head_tpot),
-                                     "finished": finished})
+    state = ABState(plan=PLAN.name, plan_hash=PLAN.measurement_hash(), runner_key=runner_key(fp),
+                    thresholds=PLAN.thresholds, design=design,
+                    calibrations=list(noise.calibrations), noise_description=noise.description,
+                    builds={"base": identity, "head": identity},
+                    rounds_done=rounds or len(head_tpot), finished=finished)
     (folder / STATE_FILE).write_text(state.model_dump_json(indent=1))
     return base, head, noise
 

@@ -13,7 +13,7 @@ from scipy import stats
 
 from gate.judge import sequential as seq
 from gate.judge.sequential import CheckSpec, Design, LogSample, Prior
-from gate.judge.sizing import Spread, draw
+from gate.judge.sizing import Layout, Spread, draw
 from gate.judge.verdict import Outcome
 
 T = 10.0  # threshold, %
@@ -35,7 +35,7 @@ def spec(p: Prior | None = None, threshold: float = T) -> CheckSpec:
 def simulate(change: float, spread: Spread, p: Prior | None, blocks: int = 8,
              paths: int = 4000, seed: int = 1, size: int = 2):
     rng = np.random.default_rng(seed)
-    b = draw(rng, spread, change, paths, blocks, size)
+    b = draw(rng, spread, change, paths, Layout(blocks, size))
     return seq.run_paths(b, spec(p), Design(size, blocks))
 
 
@@ -154,7 +154,7 @@ def test_a_run_noisier_than_its_calibration_sets_it_aside():
     assert not calm.prior_set_aside and calm.outcome == Outcome.PASS
     # a 1% test on each of its two parts: rare when the calibration is right
     rng = np.random.default_rng(8)
-    b = draw(rng, Spread(0.01, 0.02), 0.0, 3000, 4, 2)
+    b = draw(rng, Spread(0.01, 0.02), 0.0, 3000, Layout(4, 2))
     paths = seq.run_paths(b, CheckSpec("x", 1000.0, seq.LOWER, p), Design(2, 4))
     assert np.mean(paths.aside) <= 0.04
 

@@ -15,7 +15,7 @@ from gate.judge import sequential as seq
 from gate.judge.ab_design import Uncalibrated, design_ab
 from gate.judge.checks import judged, planned_slots, ratio_slots, slots
 from gate.judge.noise import Noise
-from gate.judge.sizing import FALSE_FAIL_GOAL, MISS_GOAL, Cost, Spread, draw, size
+from gate.judge.sizing import FALSE_FAIL_GOAL, MISS_GOAL, Cost, Layout, Spread, draw, size
 from gate.plan.spec import load_plan
 
 CPU_SMOKE = load_plan("cpu-smoke")
@@ -36,9 +36,9 @@ def test_a_block_costs_a_pair_of_server_starts_and_its_rounds():
 
 def test_persistent_blocks_share_an_offset_per_round_blocks_do_not():
     rng = np.random.default_rng(0)
-    shared = draw(rng, Spread(0.1, 0.0), 0.0, 2000, 3, 2)
+    shared = draw(rng, Spread(0.1, 0.0), 0.0, 2000, Layout(3, 2))
     assert np.allclose(shared[:, 0], shared[:, 1])
-    own = draw(rng, Spread(0.1, 0.0), 0.0, 2000, 3, 2, pairs_per_block=2)
+    own = draw(rng, Spread(0.1, 0.0), 0.0, 2000, Layout(3, 2, pairs_per_block=2))
     assert not np.allclose(own[:, 0], own[:, 1])
     assert np.std(own.mean(axis=1)) == pytest.approx(0.1 / math.sqrt(6), rel=0.1)
 
