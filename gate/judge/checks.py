@@ -2,7 +2,8 @@
 
 A check is a metric at a concurrency level, read from the guided cells of every repeat:
 
-- drain req/min and output tok/s (higher is better);
+- drain req/min (higher is better; drain output tok/s is the same measurement, read per
+  token: kept in the results, judged once);
 - per guided sweep level: TPOT p50, TPOT p99, ITL p99 (lower is better);
 - per sweep level from `ratio_min_concurrency` up: the structured-output overhead, guided
   TPOT p50 over free TPOT p50 in the same repeat (computed once, in metrics.level_ratios).
@@ -14,12 +15,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 from gate.measure.results import CellSummary, Results
+from gate.plan.spec import Plan
 from gate.plan.thresholds import Thresholds
 
-HIGHER = "higher_is_better"
-LOWER = "lower_is_better"
+Direction = Literal["higher_is_better", "lower_is_better"]
+HIGHER: Direction = "higher_is_better"
+LOWER: Direction = "lower_is_better"
 
 
 @dataclass(frozen=True)
@@ -27,10 +31,13 @@ class Metric:
     key: str
     label: str
     unit: str
-    direction: str
+    direction: Direction
     threshold_field: str
     phase: str
     get: Callable[[CellSummary], float | None]
+    # False: the same measurement as another judged metric, read another way (drain output
+    # tok/s is drain req/min times tokens per request): judged once, by the other
+    judged: bool = True
 
 
 def _dist(attr: str, stat: str) -> Callable[[CellSummary], float | None]:
@@ -45,7 +52,7 @@ DRAIN_METRICS = (
     Metric("req_per_min", "drain req/min", "req/min", HIGHER, "drain_throughput_pct", "drain",
            lambda c: c.requests_per_min),
     Metric("output_tok_s", "drain output tok/s", "tok/s", HIGHER, "drain_throughput_pct",
-           "drain", lambda c: c.output_throughput),
+           "drain", lambda c: c.output_throughput, judged=False),
 )
 SWEEP_METRICS = (
     Metric("tpot_p50_ms", "TPOT p50", "ms", LOWER, "tpot_p50_pct", "sweep",
@@ -103,9 +110,24 @@ def ratio_slots(results: Results, thresholds: Thresholds) -> list[Slot]:
     return [Slot(OVERHEAD, lv) for lv in levels if lv >= thresholds.ratio_min_concurrency]
 
 
+def planned_slots(plan: Plan, thresholds: Thresholds) -> list[Slot]:
+    """The slots an A/B of `plan` will judge, known before measuring (gate ab sizes its
+    sequential test by them): as `slots` and `ratio_slots` would find them in its results."""
+    out = []
+    if plan.drain.enabled:
+        out += [Slot(m, plan.drain.concurrency) for m in DRAIN_METRICS]
+    if plan.sweep.enabled and "guided" in plan.sweep.arms:
+        levels = sorted(set(plan.sweep.levels))
+        out += [Slot(m, lv) for lv in levels for m in SWEEP_METRICS]
+        if "free" in plan.sweep.arms:
+            out += [Slot(OVERHEAD, lv) for lv in levels if lv >= thresholds.ratio_min_concurrency]
+    return judged(out, thresholds)
+
+
 def judged(found: list[Slot], thresholds: Thresholds) -> list[Slot]:
-    """The slots whose threshold is set (a null threshold switches a check off)."""
-    return [s for s in found if s.threshold(thresholds) is not None]
+    """The slots whose threshold is set (a null threshold switches a check off), one per
+    measurement."""
+    return [s for s in found if s.metric.judged and s.threshold(thresholds) is not None]
 
 
 def per_repeat(results: Results, slot: Slot) -> dict[int, float]:

@@ -228,24 +228,34 @@ class SweepSpec(StrictModel):
 
 
 class ABSpec(StrictModel):
-    """How `gate ab` runs the two builds."""
+    """How `gate ab` runs the two builds (docs/compare.md, "The A/B design")."""
 
     servers: Literal["persistent", "per_round"] = Field(
         "per_round",
-        description="persistent: both builds' servers stay up for the whole A/B and cells "
-        "alternate between them (needs memory for two servers; machine drift cancels within a "
-        "round); per_round: a fresh server per build and round, base then head",
+        description="persistent: both builds' servers are up together and cells alternate "
+        "between them, a fresh pair for every block of rounds (needs memory for two servers); "
+        "per_round: a fresh server per build and round, one at a time",
+    )
+    rounds_per_block: int = Field(
+        2, ge=2, description="rounds per block, even (ABBA): the sequential test looks at "
+        "whole blocks; persistent servers are restarted between blocks, so each block carries "
+        "one server pair's offset",
     )
     min_rounds: int = Field(1, ge=1, description="rounds before the first decision")
-    max_rounds: int = Field(6, ge=1, description="rounds at most (the sequential test's looks)")
+    max_rounds: int = Field(
+        24, ge=1, description="rounds at most; the calibration sizes the test within it")
     budget_minutes: float | None = Field(
-        None, gt=0, description="stop adding rounds when the next would end past this budget"
-    )
+        None, gt=0, description="the runner minutes the A/B may take; gate ab says before "
+        "starting when the calibrated design needs more")
 
     @model_validator(mode="after")
     def _rounds(self) -> ABSpec:
         if self.min_rounds > self.max_rounds:
             raise ValueError("ab.min_rounds must not exceed ab.max_rounds")
+        if self.rounds_per_block % 2:
+            raise ValueError("ab.rounds_per_block must be even (ABBA order within a block)")
+        if self.max_rounds < self.rounds_per_block:
+            raise ValueError("ab.max_rounds must hold at least one block (ab.rounds_per_block)")
         return self
 
 

@@ -9,7 +9,7 @@ import pytest
 from support.factories import cell, drain_results, fingerprint, make_results
 from support.paths import FIXTURES
 
-from gate.judge.compare import compare_results
+from gate.judge.compare import ABReference, NoReference, compare_results
 from gate.judge.verdict import Outcome
 from gate.measure.results import RequestRecord
 from gate.plan.thresholds import Thresholds
@@ -33,7 +33,7 @@ def served_by(log: str, rpm: float = 233.0, pinned: str | None = None, label: st
 def test_base_and_head_on_different_runners_is_an_error_not_a_pass():
     base = served_by("gpu_v1_pinned.log", label="base")
     head = served_by("gpu_v2.log")  # the same speed: only the runner differs
-    v = compare_results(head, base, None, T)
+    v = compare_results(head, ABReference(base), T)
     assert v.outcome == Outcome.ERROR and v.exit_code == 4
     (error,) = [e for e in v.errors if e.startswith("model runner differs")]
     assert "base V1 model runner (server log)" in error and "head V2 model runner" in error
@@ -45,14 +45,14 @@ def test_base_and_head_on_different_runners_is_an_error_not_a_pass():
                                             ("gpu_v2.log", "gpu_v2.log"),
                                             ("cpu_v1.log", "cpu_v1.log")])
 def test_the_same_runner_on_both_sides_is_judged(base, head):
-    v = compare_results(served_by(head), served_by(base, label="base"), None, T)
+    v = compare_results(served_by(head), ABReference(served_by(base, label="base")), T)
     assert v.outcome is not Outcome.ERROR and v.errors == []  # one round: maybe undecided
     assert not [w for w in v.warnings if "model runner" in w]
 
 
 def test_a_runner_other_than_the_pinned_one_is_an_error():
     head = served_by("gpu_v1_fallback.log", pinned="v2")
-    v = compare_results(head, None, None, T)
+    v = compare_results(head, NoReference(), T)
     assert v.outcome == Outcome.ERROR
     assert any("pins the V2 model runner but the V1 model runner served" in e for e in v.errors)
 
@@ -62,14 +62,14 @@ def test_a_log_naming_two_runners_is_an_error():
     facts = served_facts([], parse_server_log(text), host_cores=2)
     head = drain_results([233.0], fp=with_served(fingerprint(runner=None), facts))
     head = head.model_copy(update={"doctor": DoctorReport(served=facts)})
-    v = compare_results(head, None, None, T)
+    v = compare_results(head, NoReference(), T)
     assert v.outcome == Outcome.ERROR
     assert any("name more than one model runner" in e for e in v.errors)
 
 
 def test_a_server_whose_log_named_no_runner_is_a_warning():
     head = drain_results([233.0], fp=fingerprint(runner=None))
-    v = compare_results(head, None, None, T)
+    v = compare_results(head, NoReference(), T)
     assert v.outcome == Outcome.PASS
     assert "head: the server log did not say which model runner served" in v.warnings
 
@@ -88,7 +88,7 @@ def test_outputs_far_shorter_than_the_plan_expects_are_a_warning(tokens, warned)
                            records=records(tokens))
     plan = results.plan.model_copy(deep=True)
     plan.workload.expected.output_tokens = 600
-    v = compare_results(results.model_copy(update={"plan": plan}), None, None, T)
+    v = compare_results(results.model_copy(update={"plan": plan}), NoReference(), T)
     found = [w for w in v.warnings if "did not have its intended shape" in w]
     assert bool(found) is warned
     if warned:

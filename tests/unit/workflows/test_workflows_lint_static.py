@@ -19,6 +19,7 @@ def test_the_four_gate_workflows_are_shipped():
         "gate-rerun.yml",
         "gate-nightly-baseline.yml",
         "gate-matrix.yml",
+        "gate-calibrate.yml",
     } <= names
 
 
