@@ -66,6 +66,9 @@ def _test_options(p) -> None:
     p.add_argument("--noise-dir", type=Path, action="append",
                    help="where this runner's calibrations are (repeatable; default "
                    "./baselines/noise); the cache folder's noise/ is always read too")
+    p.add_argument("--no-screening", action="store_true",
+                   help="when no calibration applies, stop before measuring (exit 5) instead "
+                   "of screening one block for gross slowdowns first")
     p.add_argument("--calibrate", action="store_true",
                    help="when no calibration applies (or too few blocks of one), calibrate first "
                    "(A/A blocks of the base build, kept in the cache folder's noise/ for the "
@@ -135,7 +138,8 @@ def _new(args, settings: Settings, progress: Progress) -> ab.ABResult:
     options = ab.ABOptions(
         plan=plan, base=base, head=head, out=args.out, cache_dir=settings.cache_dir,
         thresholds=plan.thresholds.with_overrides(assignments(args.threshold, "--threshold")),
-        noise_dirs=args.noise_dir, progress=progress, profiling=_profiling(args))
+        noise_dirs=args.noise_dir, progress=progress, profiling=_profiling(args),
+        screen=not (args.calibrate or args.no_screening))
     try:
         return ab.ab(options)
     except Uncalibrated as exc:

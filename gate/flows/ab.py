@@ -41,8 +41,8 @@ from gate.flows.ab_state import (
     save_state,
 )
 from gate.flows.diff_artifacts import ProfilePair, write_diff
-from gate.judge.ab_design import design_ab
-from gate.judge.compare import ABReference, compare_results
+from gate.judge.ab_design import Uncalibrated, design_ab
+from gate.judge.compare import ABReference, ScreeningReference, compare_results
 from gate.judge.noise import CalibrationCost, Noise, noise_dirs, noise_for, runner_key
 from gate.judge.verdict import Outcome, Verdict
 from gate.measure.measured_build import Launch, MeasuredBuild, cells_for_repeat, open_measured_build
@@ -101,6 +101,9 @@ class ABOptions:
     noise_dirs: list[Path] | None = None  # None: ./baselines/noise; the cache's always
     progress: Progress = field(default_factory=lambda: Progress(quiet=True))
     profiling: Profiling = field(default_factory=lambda: Profiling(policy="never"))
+    # Without a calibration: measure one block and fail gross effects only (docs/compare.md,
+    # "Screening without a calibration"), then stop naming the fix; False: stop at once.
+    screen: bool = True
 
 
 @dataclass
@@ -231,6 +234,7 @@ class ABRun:
     pair_s: list[float] = field(default_factory=list)
     round_s: list[float] = field(default_factory=list)
     verdict: Verdict | None = None
+    screening: bool = False  # one block without a calibration: gross effects only
 
     @property
     def blocks(self) -> int:
@@ -244,10 +248,11 @@ class ABRun:
         return self.sides[label].results(self.plan, self.rounds, self.max_rounds)
 
     def judge(self) -> Verdict:
+        kind = ScreeningReference if self.screening else ABReference
+        reference = kind(self.results("base"), str(self.out / "base" / "results.json"))
         self.verdict = compare_results(
-            self.results("head"), ABReference(self.results("base"),
-                                              str(self.out / "base" / "results.json")),
-            self.thresholds, noise=self.noise, head_path=str(self.out / "head" / "results.json"))
+            self.results("head"), reference, self.thresholds, noise=self.noise,
+            head_path=str(self.out / "head" / "results.json"))
         return self.verdict
 
     def launch(self, side: Side, server_dir: str) -> Launch:
@@ -282,12 +287,38 @@ def ab(options: ABOptions) -> ABResult:
              for b in (options.base, options.head)}
     noise = noise_for(noise_dirs(options.noise_dirs, options.cache_dir), plan.name,
                       plan.measurement_hash(), sides["head"].fingerprint)
-    design = FixedDesign.of(design_ab(plan, thresholds, noise))
+    try:
+        design, why = FixedDesign.of(design_ab(plan, thresholds, noise)), None
+    except Uncalibrated as exc:
+        if not options.screen:
+            raise
+        design, why = _screening_design(plan), exc
     options.progress(f"design: {design.description}")
     abrun = ABRun(plan, thresholds, noise, design, sides, options.out, options.cache_dir,
                   options.progress, Profiler(plan, options.out, options.profiling,
-                                              options.progress))
-    return _finish(abrun, _start_state(abrun))
+                                              options.progress), screening=why is not None)
+    result = _finish(abrun, _start_state(abrun))
+    if why is not None and result.verdict.outcome == Outcome.INCONCLUSIVE:
+        raise Uncalibrated(_screened_message(result.verdict, str(why)))
+    return result
+
+
+def _screening_design(plan: Plan) -> FixedDesign:
+    """One block, judged for gross effects only: what an uncalibrated runner can still say."""
+    block = plan.ab.rounds_per_block
+    return FixedDesign(rounds_per_block=block, max_rounds=block, description=(
+        f"screening: no calibration of this runner, so one block of {block} rounds on one "
+        "server pair, failing only gross effects (docs/compare.md, \"Screening without a "
+        "calibration\")"))
+
+
+def _screened_message(verdict: Verdict, why: str) -> str:
+    worst_check = max((c for c in verdict.checks if c.kind == "relative"),
+                      key=lambda c: abs(c.delta_pct or 0.0), default=None)
+    seen = (f"; the largest change seen: {worst_check.label} {worst_check.delta_pct:+.1f}%"
+            if worst_check is not None else "")
+    return (f"screened one block: no gross slowdown{seen}. Smaller changes, and any pass, need "
+            f"this runner's calibration: {why}")
 
 
 def _start_state(abrun: ABRun) -> ABState:
@@ -424,11 +455,19 @@ def _persistent_block(abrun: ABRun, judge: bool) -> bool:
             if stop:
                 break
         profiled = abrun.profiler.seconds
-        if abrun.verdict is not None and _last_block(abrun, stop):
+        if abrun.verdict is not None and _last_block(abrun, stop) and _profile_wanted(abrun):
             abrun.profiler.maybe(abrun.verdict, sessions)
         measured += abrun.profiler.seconds - profiled
     abrun.pair_s.append(time.monotonic() - started - measured)
     return stop
+
+
+def _profile_wanted(abrun: ABRun) -> bool:
+    """A screening block that found no gross effect ends in "calibrate first": profiling it
+    would only cost time, unless profiling was asked for whatever the outcome."""
+    return not (abrun.screening and abrun.verdict is not None
+                and abrun.verdict.outcome != Outcome.FAIL
+                and abrun.profiler.profiling.policy == "auto")
 
 
 def _alternating_round(abrun: ABRun, base: MeasuredBuild, head: MeasuredBuild) -> None:
@@ -461,7 +500,7 @@ def _per_round_block(abrun: ABRun, judge: bool) -> bool:
         stop = _after_round(abrun, judge, measured)
         if stop:
             break
-    if abrun.verdict is not None and _last_block(abrun, stop):
+    if abrun.verdict is not None and _last_block(abrun, stop) and _profile_wanted(abrun):
         _profile_fresh_pair(abrun)
     return stop
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from gate.judge import sequential as seq
 from gate.judge.baseline import Baseline, Figure, mismatches
-from gate.judge.checks import LOWER, Slot, judged, per_repeat, ratio_slots, slots
+from gate.judge.checks import HIGHER, LOWER, Slot, judged, per_repeat, ratio_slots, slots
 from gate.judge.noise import CalibrationDesign, Noise, single_prior
 from gate.judge.run_validity import (
     ab_errors,
@@ -74,13 +74,15 @@ class Judged:
     validity: list[Check] = field(default_factory=list)
     method: str = ""
     rounds: int | None = None
+    # Why the two sides are not comparable at all: the first thing a verdict says.
+    mismatch: list[str] = field(default_factory=list)
 
     def add(self, other: Judged) -> Judged:
         return Judged(self.checks + other.checks, max(self.family, other.family),
                       self.errors + other.errors, self.causes | other.causes,
                       self.notes + other.notes, self.validity + other.validity,
                       " ".join(m for m in (self.method, other.method) if m),
-                      other.rounds or self.rounds)
+                      other.rounds or self.rounds, self.mismatch + other.mismatch)
 
 
 def _validity(res: Results, thresholds: Thresholds, who: str) -> Judged:
@@ -128,7 +130,7 @@ class ABReference:
         out.validity = []  # the verdict lists the head's validity checks
         mismatch = ab_errors(ctx.head, self.base)
         if mismatch:
-            out.errors += mismatch
+            out.mismatch += mismatch
             out.causes.add(Cause.NOT_COMPARABLE)
             return out
         found = judged(slots(ctx.head), ctx.thresholds) + \
@@ -198,6 +200,70 @@ def _geomean(values: list[float]) -> float:
     return float(np.exp(np.mean(np.log(values))))
 
 
+# ---------------------------------------------------------------- A/B screening: no calibration
+
+
+SCREENING_METHOD = (
+    "Screening (no calibration of this runner): one block of {rounds} rounds on one server "
+    "pair, judged for gross effects only. A check fails when EVERY round shows the head worse "
+    "than the base by at least {margin}, a margin far beyond any spread between rounds or "
+    "between two servers of one build measured on the gate's runners (docs/compare.md, "
+    "\"Screening without a calibration\"); nothing passes without a calibration.")
+
+
+def screening_margin(threshold_pct: float) -> float:
+    """The badness (log scale) every round of a screening block must reach to fail: 50%, or
+    three times the SPRT's fail hypothesis for a loose threshold."""
+    return max(math.log(1.5), 3.0 * seq.zone_for(threshold_pct).theta1)
+
+
+@dataclass(frozen=True)
+class ScreeningReference:
+    """The base build's results from one block measured without a calibration: a check can
+    fail (a gross effect in every round) or stay undecided, never pass."""
+
+    base: Results
+    path: str | None = None
+    mode = "ab"
+
+    def judge(self, ctx: Context) -> Judged:
+        out = _validity(self.base, ctx.thresholds, "base")
+        out.validity = []
+        if mismatch := ab_errors(ctx.head, self.base):
+            out.mismatch += mismatch
+            out.causes.add(Cause.NOT_COMPARABLE)
+            return out
+        found = judged(slots(ctx.head), ctx.thresholds) + \
+            judged(ratio_slots(ctx.head, ctx.thresholds), ctx.thresholds)
+        checks = [c for slot in found if (c := self._screened(ctx, slot)) is not None]
+        rounds = len({c.repeat for c in ctx.head.cells})
+        margin = screening_margin(min((c.threshold for c in checks), default=10.0))
+        method = SCREENING_METHOD.format(rounds=rounds, margin=f"{math.expm1(margin):.0%}")
+        notes = [f"no calibration of this runner ({ctx.noise.description}): only gross "
+                 "effects were judged; calibrate (gate calibrate) to decide the thresholds"]
+        return out.add(Judged(checks, len(found), notes=notes, method=method, rounds=rounds))
+
+    def _screened(self, ctx: Context, slot: Slot) -> Check | None:
+        h, b = per_repeat(ctx.head, slot), per_repeat(self.base, slot)
+        pairs = [(b[r], h[r]) for r in sorted(set(h) & set(b))]
+        threshold = slot.threshold(ctx.thresholds)
+        if not pairs or threshold is None:
+            return None
+        sign = -1.0 if slot.metric.direction == HIGHER else 1.0
+        badness = [sign * math.log(hv / bv) for bv, hv in pairs]
+        gross = len(pairs) >= 2 and min(badness) >= screening_margin(threshold)
+        d = [math.log(hv / bv) for bv, hv in pairs]
+        interval = seq.Interval(math.expm1(sum(d) / len(d)) * 100, math.expm1(min(d)) * 100,
+                                math.expm1(max(d)) * 100)
+        return _relative_check(
+            slot, threshold, interval, Outcome.FAIL if gross else Outcome.INCONCLUSIVE,
+            base=_geomean([bv for bv, _ in pairs]), head=_geomean([hv for _, hv in pairs]),
+            head_n=len(pairs), base_n=len(pairs), decided_at_round=len(pairs) if gross else None,
+            interval_source=f"screening: the range of {len(pairs)} round(s) of one server "
+            f"pair, no calibration; fails only at {math.expm1(screening_margin(threshold)):.0%} "
+            "or worse in every round")
+
+
 # ---------------------------------------------------------------- baseline: unpaired
 
 
@@ -227,7 +293,7 @@ class BaselineReference:
                 f"({self.baseline.provenance.url or self.baseline.provenance.source}), not "
                 "measured by this plan: a difference may also come from the harness")
         if mismatch:
-            return Judged(errors=mismatch, causes={Cause.NOT_COMPARABLE}, notes=notes)
+            return Judged(mismatch=mismatch, causes={Cause.NOT_COMPARABLE}, notes=notes)
         found = judged(slots(ctx.head), ctx.thresholds)
         notes += [f"{s.label}: the baseline has no figure for {s.name}; not compared"
                   for s in found if s.name not in self.baseline.figures]
@@ -317,7 +383,7 @@ def bound_checks(ctx: Context, family: int) -> Judged:
 # ---------------------------------------------------------------- the verdict
 
 
-Reference = ABReference | BaselineReference | NoReference
+Reference = ABReference | ScreeningReference | BaselineReference | NoReference
 
 
 def compare_results(head: Results, reference: Reference, thresholds: Thresholds, *,
@@ -326,18 +392,19 @@ def compare_results(head: Results, reference: Reference, thresholds: Thresholds,
     none: only the absolute checks)."""
     ctx = Context(head, thresholds, noise or Noise())
     judged_ = _validity(head, thresholds, "head").add(reference.judge(ctx))
-    base = reference.base if isinstance(reference, ABReference) else None
+    base = reference.base if isinstance(reference, (ABReference, ScreeningReference)) else None
     runner_errors, warnings = _runner_notes(head, base)
     warnings += [w for who, res in (("head", head), ("base", base)) if res is not None
                  for w in shape_warnings(res, thresholds, who)]
     if runner_errors:
         judged_.causes.add(Cause.RUNNER)
-    errors = judged_.errors + runner_errors
+    errors = judged_.mismatch + judged_.errors + runner_errors
     checks = judged_.checks
     outcome = Outcome.ERROR if errors else worst([c.outcome for c in checks + judged_.validity])
     verdict = Verdict(
         outcome=outcome, headline="", mode=reference.mode, head_results=head_path,
-        base_results=reference.path if isinstance(reference, ABReference) else None,
+        base_results=reference.path if isinstance(reference, (ABReference, ScreeningReference))
+        else None,
         baseline=reference.path if isinstance(reference, BaselineReference) else None,
         checks=checks + judged_.validity, errors=errors, notes=judged_.notes,
         warnings=warnings, thresholds=thresholds.model_dump(mode="json"),

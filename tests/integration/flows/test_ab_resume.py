@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 from support.calibrations import calibration_for, store_for
+from support.cli import gate_subprocess
 from support.factories import cell, make_results
-from support.vllm_helpers import run_gate, server_processes, small_plan
+from support.vllm_helpers import server_processes, small_plan
 
 from gate.core.errors import EXIT_BAD_INPUT, EXIT_UNDECIDABLE
 from gate.flows.ab_state import STATE_FILE, ABState, BuildIdentity, FixedDesign, load_state
@@ -72,7 +73,7 @@ def write_ab(folder: Path, fp, head_tpot: list[float], *, finished: bool = False
 
 
 def gate(*args: str, cache: Path) -> tuple[int, str, str]:
-    proc = run_gate(*args, env={"GATE_CACHE_DIR": str(cache)}, timeout=300)
+    proc = gate_subprocess(*args, env={"GATE_CACHE_DIR": str(cache)}, timeout=300)
     return proc.returncode, proc.stdout, proc.stderr
 
 
@@ -116,9 +117,12 @@ def test_resume_refuses_what_would_change_the_test(tmp_path):
 
 
 def test_no_calibration_stops_before_any_server_and_names_the_fix(tmp_path):
+    """Asked not to screen a block for gross effects (what an uncalibrated A/B does by
+    default: tests/e2e), `gate ab` measures nothing without a calibration."""
     plan, marker = small_plan(tmp_path)
     code, _, err = gate("ab", "--plan", str(plan), "--out", str(tmp_path / "ab"),
-                        "--noise-dir", str(tmp_path / "noise"), cache=tmp_path / "cache")
+                        "--noise-dir", str(tmp_path / "noise"), "--no-screening",
+                        cache=tmp_path / "cache")
     assert code == EXIT_UNDECIDABLE, err
     assert "no calibration of this runner" in err and "gate calibrate --plan cpu-smoke" in err
     assert "gate ab --calibrate" in err and "Traceback" not in err

@@ -19,7 +19,7 @@ import yaml
 from support.cli import gate_subprocess
 from support.paths import REPO_ROOT
 
-from gate.core.errors import EXIT_ERROR
+from gate.core.errors import EXIT_ERROR, EXIT_UNDECIDABLE
 from gate.judge.verdict import Outcome, load_verdict
 from gate.measure.results import load_results
 from gate.plan.spec import load_plan
@@ -35,7 +35,7 @@ def fake_plan(tmp_path: Path, servers: str = "persistent") -> Path:
     data["warmup"] = {"requests": 2, "concurrency": 2}
     data["drain"] = {"enabled": False}
     data["sweep"].update(levels=[2], window_s=0.5, max_window_s=5, min_requests_factor=2)
-    data["ab"] = {"servers": servers, "max_rounds": 1}
+    data["ab"] = {"servers": servers, "max_rounds": 2}
     path = tmp_path / "plan.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
@@ -75,19 +75,22 @@ def test_two_servers_on_different_runners_are_refused(tmp_path, servers):
         assert measured == []  # refused before the first cell
     else:
         assert not head.cells  # the head server was refused before it measured
-    assert "V2 model runner" in (out / "head" / ("server.log" if servers == "persistent"
+    assert "V2 model runner" in (out / "head" / ("block1/server.log" if servers == "persistent"
                                                   else "round1/server.log")).read_text() \
         .replace("Using V2 Model Runner", "V2 model runner")
 
 
 def test_two_servers_on_the_same_runner_are_measured_and_judged(tmp_path):
+    """No calibration here: one screening block is measured and judged (no gross effect,
+    so it ends in "calibrate first", exit 5, not in an error)."""
     proc, out = ab(tmp_path)
-    verdict = load_verdict(out / "verdict.json")
-    assert verdict.outcome is not Outcome.ERROR, verdict.errors
+    assert proc.returncode == EXIT_UNDECIDABLE, proc.stdout + proc.stderr
+    assert "screened one block: no gross slowdown" in proc.stderr
     base, head = load_results(out / "base"), load_results(out / "head")
     assert agree(base) == agree(head) == "v1"
     assert base.fingerprint.model_runner_line.startswith("Model Runner V2 requires Triton")
-    assert [c.key.label for c in head.cells] == ["sweep guided c=2 r1", "sweep free c=2 r1"]
+    assert [c.key.label for c in head.cells] == ["sweep guided c=2 r1", "sweep free c=2 r1",
+                                                 "sweep free c=2 r2", "sweep guided c=2 r2"]
 
 
 def test_gate_run_records_the_served_runner_and_the_doctor_agrees(tmp_path):

@@ -7,7 +7,9 @@ from __future__ import annotations
 from support.workflows import load, needs, runs, runs_on_self_hosted, step, triggers
 
 DOC = load("gate-calibrate.yml")
-DEFAULT_BRANCH_ONLY = "github.ref == format('refs/heads/{0}', github.event.repository.default_branch)"
+# a schedule runs on the default branch only and carries no `repository`; a dispatch must be on it
+DEFAULT_BRANCH_ONLY = ("github.event_name == 'schedule' || "
+                       "github.ref == format('refs/heads/{0}', github.event.repository.default_branch)")
 
 
 def test_it_runs_on_a_schedule_or_on_demand_only():
@@ -21,7 +23,9 @@ def test_the_measuring_job_calibrates_the_default_branch_read_only():
     job = DOC["jobs"]["measure"]
     assert runs_on_self_hosted(job) and job["if"] == DEFAULT_BRANCH_ONLY
     assert job["permissions"] == {"contents": "read"}
-    calibrate = step(DOC, "measure", "Install the gate and vLLM, calibrate")
+    fresh = step(DOC, "measure", "Check that the runner is fresh and isolated")
+    assert "trust check-runner" in fresh["run"]  # before any of the measured code runs
+    calibrate = step(DOC, "measure", "Install vLLM, calibrate")
     assert '"$gate" calibrate --plan "$PLAN"' in calibrate["run"]
     assert "--noise-dir calibration" in calibrate["run"]  # only its own run, to the artifact
     upload = step(DOC, "measure", "Upload the calibration run")
