@@ -42,7 +42,7 @@ def _prior(noise: Noise, thresholds: Thresholds, on_gpu: bool, name: str, paired
 def _check(slot: Slot, threshold: float, interval: seq.Interval, outcome: Outcome, **kw) -> Check:
     return Check(
         name=slot.name, label=slot.label, kind="relative", direction=slot.metric.direction,
-        unit=slot.metric.unit, concurrency=slot.concurrency, arm="guided",
+        unit=slot.metric.unit, concurrency=slot.concurrency, arm=slot.arm,
         delta_pct=interval.mean_pct, ci_low_pct=interval.lo_pct, ci_high_pct=interval.hi_pct,
         threshold=threshold, outcome=outcome, **kw)
 
@@ -288,16 +288,27 @@ def headline(v: Verdict) -> str:
         more = f" (+{len(v.errors) - 1} more)" if len(v.errors) > 1 else ""
         first = v.errors[0] if v.errors else "a check could not be judged"
         return f"ERROR: the measurement cannot be judged: {first}{more}"
-    bad = [c for c in v.checks if c.outcome == v.outcome]
+    bad = ttft_first([c for c in v.checks if c.outcome == v.outcome])
     more = f"; {len(bad) - 1} more" if len(bad) > 1 else ""
     if v.outcome == Outcome.FAIL:
-        return f"FAIL: {_describe(bad[0])}{more}"
+        what = "time to first token: " if is_ttft(bad[0]) else ""
+        return f"FAIL: {what}{_describe(bad[0])}{more}"
     if v.outcome == Outcome.INCONCLUSIVE:
         return f"INCONCLUSIVE: {_describe(bad[0])} straddles the threshold{more}"
     if not v.checks:
         return "PASS: nothing to judge"
     lead = next((c for c in v.checks if c.kind != "validity"), v.checks[0])
     return f"PASS: {len(v.checks)} checks within thresholds; {_describe(lead)}"
+
+
+def is_ttft(c: Check) -> bool:
+    return "ttft" in c.name
+
+
+def ttft_first(checks: list[Check]) -> list[Check]:
+    """Time-to-first-token checks lead: a compile or grammar-cache regression moves them
+    first and most, and per-token figures would hide it (stable order otherwise)."""
+    return sorted(checks, key=lambda c: not is_ttft(c))
 
 
 def advice(v: Verdict) -> list[str]:
@@ -309,6 +320,11 @@ def advice(v: Verdict) -> list[str]:
             "the verdict used the fallback constant, or lengthen the cells (sweep.window_s).")
     if v.outcome == Outcome.FAIL:
         out.append("A slowdown beyond the threshold: see the failing checks.")
+    if any(is_ttft(c) and c.outcome == Outcome.FAIL for c in v.checks):
+        out.append(
+            "Guided requests wait longer for their first token: look at grammar compilation "
+            "and the grammar cache (vllm/v1/structured_output/, the backend's compiler); "
+            "'Where the wait is' says whether the time is spent waiting for the grammar.")
     if any("not valid JSON" in e for e in v.errors):
         out.append(
             "Outputs did not follow the schema: check that the request field is still honoured "
