@@ -9,10 +9,11 @@ from gate.cli.common import assignments, diff_settings, int_list
 from gate.core.errors import GateError
 from gate.core.progress import Progress
 from gate.core.settings import Settings
-from gate.flows import ab
+from gate.evidence import wait
+from gate.flows import ab, backends
 from gate.judge.compare import compare_results
 from gate.judge.noise import noise_for
-from gate.judge.verdict import save_verdict
+from gate.judge.verdict import Verdict, save_verdict
 from gate.plan.spec import apply_overrides, load_plan
 from gate.profile.diff import DiffSettings
 from gate.profile.sampling import DEFAULT_RATE_HZ, PROFILE_POLICIES, SamplingOptions
@@ -56,6 +57,10 @@ def add_parser(sub) -> None:
                    help="smallest per-function difference the profile diff names, as a share "
                    "of the base build's time per token (default %(default)s: the noise between "
                    "two servers measured on CPU; see docs/profile.md)")
+    p.add_argument("--backends", metavar="NAME[,NAME]",
+                   help="structured-output backends to measure, each with its own A/B and "
+                   "verdict in OUT/<backend>/ (replaces the plan's `backends`; e.g. "
+                   "xgrammar,guidance, as `gate scope` picks them); exit code: the worst")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(handler=handle)
 
@@ -77,21 +82,50 @@ def handle(args, settings: Settings) -> int:
     thresholds = plan.thresholds.with_overrides(assignments(args.threshold, "--threshold"))
     base = ab.Build("base", ab.resolve_python(args.base), assignments(args.base_env, "--base-env"))
     head = ab.Build("head", ab.resolve_python(args.head), assignments(args.head_env, "--head-env"))
+    names = backends.selected(plan, backends.parse_selection(args.backends))
 
-    def judge(head_results, base_results):
-        noise = noise_for(args.noise_dir, plan.name, head_results.plan_hash,
-                          head_results.fingerprint.hardware_key)
-        return compare_results(head_results, base_results, None, thresholds, noise=noise,
-                               head_path=str(args.out / "head" / "results.json"),
-                               base_path=str(args.out / "base" / "results.json"))
+    def judge_for(out: Path) -> ab.Judge:
+        def judge(head_results, base_results):
+            noise = noise_for(args.noise_dir, plan.name, head_results.plan_hash,
+                              head_results.fingerprint.hardware_key)
+            return compare_results(head_results, base_results, None, thresholds, noise=noise,
+                                   head_path=str(out / "head" / "results.json"),
+                                   base_path=str(out / "base" / "results.json"))
+        return judge
 
     options = SamplingOptions(rate_hz=args.profile_rate)
     options.check()
-    diff = diff_settings(min_share=args.profile_min_share)
-    result = ab.ab(plan, base, head, args.out, judge, Progress(quiet=args.quiet),
-                   settings.cache_dir, ab.Profiling(args.profile, options, diff))
-    path = args.out / "verdict.json"
-    save_verdict(result.verdict, path)
-    print(terminal.render_verdict(result.verdict))
-    print(f"\nverdict: {path} (base: {args.out / 'base'}, head: {args.out / 'head'})")
-    return result.verdict.exit_code
+    context = backends.ABContext(Progress(quiet=args.quiet), settings.cache_dir,
+                                 ab.Profiling(args.profile, options,
+                                              diff_settings(min_share=args.profile_min_share)))
+    if not names:
+        result = ab.ab(plan, base, head, args.out, judge_for(args.out), context.progress,
+                       context.cache_dir, context.profiling)
+        return finish(result, args.out)
+    done = backends.ab_backends(plan, names, (base, head), args.out, judge_for, context)
+    for name, result in done:
+        finish(result, args.out / name, name)
+    index = backends.write_index(args.out, "ab", [backends.entry(name, result.verdict)
+                                                  for name, result in done])
+    print(f"\nbackends: {index}")
+    return backends.load_index(args.out).outcome.exit_code
+
+
+def finish(result: ab.ABResult, out: Path, backend: str | None = None) -> int:
+    """Write and print one A/B's verdict (with where the wait is); its exit code."""
+    verdict = with_wait_findings(result)
+    path = out / "verdict.json"
+    save_verdict(verdict, path)
+    if backend:
+        print(f"\n== backend {backend} ==")
+    print(terminal.render_verdict(verdict))
+    print(f"\nverdict: {path} (base: {out / 'base'}, head: {out / 'head'})")
+    return verdict.exit_code
+
+
+def with_wait_findings(result: ab.ABResult) -> Verdict:
+    """The verdict with a note per guided arm and level whose TTFT grew, naming where the
+    added time is (gate.evidence.wait)."""
+    found = wait.findings(wait.wait_rows(result.head, result.base))
+    return result.verdict.model_copy(update={
+        "notes": result.verdict.notes + [f"where the wait is: {f}" for f in found]})
