@@ -12,6 +12,7 @@ from gate.cli import (
     baseline,
     calibrate,
     compare,
+    corpus,
     doctor,
     export,
     fingerprint,
@@ -33,7 +34,7 @@ from gate.github.workflow_commands import safe_std_streams
 # Every subcommand, in the order `gate --help` lists them.
 COMMANDS = (
     doctor, run, ab, calibrate, compare, verdict, baseline, hunks, profile, report, publish,
-    trust, install_vllm, tiny_model, export,
+    trust, install_vllm, tiny_model, corpus, export,
     fingerprint,
 )
 

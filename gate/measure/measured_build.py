@@ -137,7 +137,7 @@ class MeasuredBuild:
     t0: float = field(default_factory=time.perf_counter)
     next_index: int = 0
     free_max_tokens: int | None = None
-    load: workload.GuidedLoad | None = None
+    load: workload.GuidedLoad = field(init=False)
     doctor: DoctorReport | None = None  # the serving processes as the runner doctor saw them
     server_pid: int | None = None  # the server's root process, when the gate started it
     server_metrics: bool = True  # scrape vLLM's /metrics around each cell (server_wait)
@@ -147,7 +147,6 @@ class MeasuredBuild:
 
     # -- requests --------------------------------------------------------------------------
     def build_request(self, arm: str) -> Request:
-        assert self.load is not None
         i = self.next_index
         self.next_index += 1
         schema = self.load.schema(i, arm)
@@ -202,13 +201,15 @@ class MeasuredBuild:
         errors: list[str] = []
         with timed(self.timings, "warmup_s"):
             for arm in warmup_arms(self.plan):
-                batches = [(warm.concurrency, warm.requests)] if warm.requests else []
+                # the guided arm sends every corpus schema once: later cells hit the cache
+                first = max(warm.requests, len(self.load.drawn) if arm == "guided" else 0)
+                batches = [(warm.concurrency, first)] if first else []
                 for c, n in batches + [(level, level) for level in warm.levels]:
                     cell = Cell(CellKey("warmup", arm, c), n)
                     records, _, _, _ = self._send(cell)
                     self.records += records
                     errors += cell_problems(records, f"{self.label} {cell.label}")
-                    if arm == "guided" and c == warm.concurrency and n == warm.requests:
+                    if arm == "guided" and (c, n) == batches[0]:
                         self.free_max_tokens = free_max_tokens(self.plan, records)
         if errors:
             raise MeasurementError("warm-up requests failed, not measuring:\n  "

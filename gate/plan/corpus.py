@@ -134,7 +134,7 @@ def draw(corpus: CorpusFile, spec: CorpusSpec, backend: str) -> list[CorpusSchem
     if not pool:
         raise GateError(f"corpus {spec.file!r} has no schema that backend {backend!r} supports "
                         "(or no compile costs for it: rebuild it with that backend)")
-    rng = random.Random(f"{spec.seed}:{backend}")
+    rng = random.Random(f"{spec.seed}:{AUTO_BACKEND if backend == 'auto' else backend}")
     layers = strata(pool, backend, spec.strata)
     size = min(spec.size, len(pool))
     shares = [size // len(layers)] * len(layers)

@@ -286,7 +286,8 @@ class Plan(StrictModel):
         return hashlib.sha256(blob).hexdigest()[:16]
 
 
-BUILTIN_PLANS = ("cpu-smoke", "a100-gemma4-26b", "a100-gemma4-26b-pr", "b300-gemma4-31b")
+BUILTIN_PLANS = ("cpu-smoke", "cpu-corpus", "a100-gemma4-26b", "a100-gemma4-26b-pr",
+                 "b300-gemma4-31b")
 
 
 def builtin_plan_path(name: str) -> Path:

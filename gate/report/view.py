@@ -153,13 +153,17 @@ def ttft_p50(r: Results, arm: str, c: int) -> float | None:
     return med([x.ttft_ms.p50 if x.ttft_ms else None for x in r.cells_of("sweep", arm, c)])
 
 
+def fmt_ms(x: float | None) -> Markup:
+    return DASH if x is None else Markup(f"{x:.0f}")
+
+
 def minus(a: float | None, b: float | None) -> Markup:
     return DASH if a is None or b is None else Markup(f"{a - b:+.0f}")
 
 
 def ttft_row(name: str, r: Results, c: int) -> list[Markup]:
     guided, unique, free = (ttft_p50(r, arm, c) for arm in ("guided", "unique", "free"))
-    return [Markup(str(c)), Markup(name), fmt_num(guided), fmt_num(unique), fmt_num(free),
+    return [Markup(str(c)), Markup(name), fmt_ms(guided), fmt_ms(unique), fmt_ms(free),
             minus(guided, free), minus(unique, free)]
 
 
@@ -174,7 +178,7 @@ def wait_row(row: WaitRow) -> list[Markup | str]:
     def pair(get) -> Markup:
         h = get(row.head)
         b = get(row.base) if row.base is not None else None
-        return Markup(f"{fmt_num(b)} → {fmt_num(h)}") if row.base is not None else fmt_num(h)
+        return Markup(f"{fmt_ms(b)} → {fmt_ms(h)}") if row.base is not None else fmt_ms(h)
 
     return [row.label, pair(lambda w: w.ttft_ms), pair(lambda w: w.queue_ms),
             pair(lambda w: w.grammar_wait_ms), pair(lambda w: w.prefill_ms),
