@@ -86,7 +86,7 @@ def handle(args, settings: Settings) -> int:
 
     def judge_for(out: Path) -> ab.Judge:
         def judge(head_results, base_results):
-            noise = noise_for(args.noise_dir, plan.name, head_results.plan_hash,
+            noise = noise_for(args.noise_dir, head_results.plan.name, head_results.plan_hash,
                               head_results.fingerprint.hardware_key)
             return compare_results(head_results, base_results, None, thresholds, noise=noise,
                                    head_path=str(out / "head" / "results.json"),

@@ -10,7 +10,7 @@ from gate.cli.common import assignments, int_list
 from gate.core.progress import Progress
 from gate.core.settings import Settings
 from gate.flows import ab, calibrate
-from gate.plan.spec import apply_overrides, load_plan
+from gate.plan.spec import BACKENDS, apply_overrides, load_plan
 
 
 def add_parser(sub) -> None:
@@ -33,12 +33,16 @@ def add_parser(sub) -> None:
                    help="output folder for the A/A results")
     p.add_argument("--levels", type=int_list)
     p.add_argument("--window", type=float, help="override sweep.window_s (seconds per cell)")
+    p.add_argument("--backend", choices=BACKENDS,
+                   help="calibrate the plan with this structured-output backend (its profile "
+                   "is stored as PLAN+BACKEND unless it is the plan's own)")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(handler=handle)
 
 
 def handle(args, settings: Settings) -> int:
     plan = apply_overrides(load_plan(args.plan), levels=args.levels, window_s=args.window)
+    plan = plan.for_backend(args.backend) if args.backend else plan
     build = ab.Build("build", ab.resolve_python(args.python), assignments(args.env, "--env"))
     command = shlex.join(["gate", *sys.argv[1:]])
     path, profile = calibrate.calibrate(plan, build, args.rounds, args.out, args.noise_dir,

@@ -253,9 +253,13 @@ class Plan(StrictModel):
         return self
 
     def for_backend(self, backend: str) -> Plan:
-        """This plan measuring one backend: its server launched with that backend."""
+        """This plan measuring one backend: its server launched with that backend. A backend
+        other than the server's own is named `NAME+BACKEND`, so that its noise profile and
+        baselines (stored by plan name) sit beside the plan's own."""
         server = self.server.model_copy(update={"structured_outputs_backend": backend})
-        return self.model_copy(update={"server": server, "backends": []})
+        name = self.name if backend == self.server.structured_outputs_backend else \
+            f"{self.name}+{backend}"
+        return self.model_copy(update={"server": server, "backends": [], "name": name})
 
     @property
     def backend(self) -> str:

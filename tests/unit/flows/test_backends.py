@@ -36,6 +36,7 @@ def test_each_backend_plan_launches_its_backend_and_hashes_apart():
     smoke = load_plan("cpu-smoke")
     guidance = smoke.for_backend("guidance")
     assert guidance.server.structured_outputs_backend == "guidance" and guidance.backend == "guidance"
+    assert guidance.name == "cpu-smoke+guidance" and smoke.for_backend("xgrammar").name == "cpu-smoke"
     assert guidance.measurement_hash() != smoke.for_backend("xgrammar").measurement_hash()
     assert smoke.for_backend("xgrammar").measurement_hash() == smoke.measurement_hash()
     with pytest.raises(GateError, match="backends"):
