@@ -78,13 +78,18 @@ def screen(source: schemastore.SourceSchema, tokenizer: Any, max_tokens: int
 
 def screen_all(sources: list[schemastore.SourceSchema], tokenizer: Any, options: BuildOptions
                ) -> tuple[list[CorpusSchema], list[DroppedSchema]]:
-    kept, dropped, seen = [], [], set()
+    kept: list[CorpusSchema] = []
+    dropped: list[DroppedSchema] = []
+    seen: set[str] = set()
     for source in sources:
         if source.id in seen:  # two catalog entries, one file
             continue
         seen.add(source.id)
         result = screen(source, tokenizer, options.max_output_tokens)
-        (kept if isinstance(result, CorpusSchema) else dropped).append(result)
+        if isinstance(result, CorpusSchema):
+            kept.append(result)
+        else:
+            dropped.append(result)
     if options.max_candidates is not None and len(kept) > options.max_candidates:
         sample = set(s.id for s in random.Random(options.seed).sample(kept, options.max_candidates))
         dropped += [DroppedSchema(id=s.id, source=s.source, reason="not in the seeded sample "

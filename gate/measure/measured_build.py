@@ -26,7 +26,7 @@ from gate.core.errors import GateError, MeasurementError
 from gate.core.progress import Progress
 from gate.measure import client, metrics, server_metrics, stream_integrity
 from gate.measure.client import Request, Response, SteadyWindow
-from gate.measure.results import CellKey, CellSummary, RequestRecord, ServerInfo
+from gate.measure.results import Arm, CellKey, CellSummary, RequestRecord, ServerInfo
 from gate.measure.server import VllmServer
 from gate.plan import workload
 from gate.plan.spec import Plan
@@ -270,10 +270,11 @@ class MeasuredBuild:
         return out
 
 
-def warmup_arms(plan: Plan) -> list[str]:
+def warmup_arms(plan: Plan) -> list[Arm]:
     """Guided first (it sets the free arm's max_tokens), then free, then the unique arm when
     the sweep measures it: every arm's path has run before any cell is measured."""
-    return ["guided", "free"] + (["unique"] if "unique" in plan.sweep.arms else [])
+    arms: list[Arm] = ["guided", "free"]
+    return arms + (["unique"] if "unique" in plan.sweep.arms else [])
 
 
 def free_max_tokens(plan: Plan, guided_warmup: list[RequestRecord]) -> int | None:

@@ -130,11 +130,10 @@ def _bound_number(node: dict[str, Any]) -> None:
     has_low = "minimum" in node or isinstance(node.get("exclusiveMinimum"), (int, float))
     has_high = "maximum" in node or isinstance(node.get("exclusiveMaximum"), (int, float))
     if not has_low:
-        high = node.get("maximum", node.get("exclusiveMaximum"))
-        node["minimum"] = 0 if not has_high or high > 0 else high - NUMBER_SPAN
+        high = node.get("maximum", node.get("exclusiveMaximum", NUMBER_SPAN))
+        node["minimum"] = 0 if high > 0 else high - NUMBER_SPAN
     if not has_high:
-        low = node.get("minimum", node.get("exclusiveMinimum"))
-        node["maximum"] = low + NUMBER_SPAN
+        node["maximum"] = node.get("minimum", node.get("exclusiveMinimum", 0)) + NUMBER_SPAN
 
 
 def _bound_object(node: dict[str, Any]) -> None:
