@@ -57,3 +57,14 @@ def test_the_index_keeps_every_backend_and_the_worst_outcome(tmp_path):
     with pytest.raises(GateError, match="gate run"):
         backends.write_index(tmp_path, "run", entries)
         backends.backend_runs(tmp_path)
+
+
+def test_commands_refuse_a_bad_selection_before_measuring(capsys):
+    from gate.cli.main import main
+
+    assert main(["run", "--backends", "fast", "--out", "/nonexistent/x"]) == 2
+    assert "--backends 'fast'" in capsys.readouterr().err
+    assert main(["run", "--backends", "guidance", "--base-url", "http://127.0.0.1:9"]) == 2
+    assert "cannot be measured with several backends" in capsys.readouterr().err
+    assert main(["ab", "--backends", "xgrammar,xgrammar"]) == 2
+    assert "names a backend twice" in capsys.readouterr().err
