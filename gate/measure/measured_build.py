@@ -209,7 +209,7 @@ class MeasuredBuild:
                     records, _, _, _ = self._send(cell)
                     self.records += records
                     errors += cell_problems(records, f"{self.label} {cell.label}")
-                    if arm == "guided" and (c, n) == batches[0]:
+                    if arm == "guided" and batches and (c, n) == batches[0]:
                         self.free_max_tokens = free_max_tokens(self.plan, records)
         if errors:
             raise MeasurementError("warm-up requests failed, not measuring:\n  "

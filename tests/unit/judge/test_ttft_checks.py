@@ -87,3 +87,12 @@ def test_equal_builds_pass_the_ttft_checks():
 
 def check_failed(v, name: str) -> bool:
     return next(c for c in v.checks if c.name == name).outcome == Outcome.FAIL
+
+
+def test_invalid_outputs_of_the_unique_arm_make_the_run_an_error():
+    head = rounds([100.0])
+    broken = [c.model_copy(update={"valid_outputs": c.completed - 3, "invalid_outputs": 3})
+              if c.arm == "unique" else c for c in head.cells]
+    v = compare_results(head.model_copy(update={"cells": broken}), rounds([100.0], label="base"),
+                        None, T, noise=noise())
+    assert v.outcome == Outcome.ERROR and "3 of" in v.errors[0]
