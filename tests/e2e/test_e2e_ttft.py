@@ -7,7 +7,8 @@ look decides), on a plan shrunk to one level and the guided and free arms:
 
 - 400 ms per grammar: fails on time to first token in round 1, TTFT leads the headline, and
   the verdict names the wait (vLLM's queue time beyond a free request's) as the grammar's;
-- a fifth of that, 80 ms per grammar: still fails on time to first token;
+- a fifth of that, 80 ms per grammar, on the guidance backend (`--backends guidance`: its own
+  folder, OUT/guidance/, and backends.json): still fails on time to first token;
 - the same 400 ms once per server start: absorbed by the warm-up, never fails.
 """
 
@@ -18,6 +19,7 @@ from support.paths import FIXTURES
 from support.vllm_helpers import run_gate, small_plan, wait_gone
 
 from gate.core.errors import EXIT_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS
+from gate.flows.backends import load_index
 from gate.judge.verdict import Outcome, load_verdict
 from gate.measure.results import load_results
 
@@ -27,7 +29,7 @@ SLOW_COMPILE = FIXTURES / "slow_compile"
 DELAY_MS = 400
 
 
-def compile_ab(tmp_path_factory, name: str, delay_ms: float, when: str):
+def compile_ab(tmp_path_factory, name: str, delay_ms: float, when: str, *more: str):
     """`gate ab`, one round, head with the slow_compile fixture: (process, out folder)."""
     tmp = tmp_path_factory.mktemp(name)
     plan, marker = small_plan(tmp, **{"drain.enabled": False, "sweep.levels": [4],
@@ -35,8 +37,8 @@ def compile_ab(tmp_path_factory, name: str, delay_ms: float, when: str):
     out = tmp / "ab"
     proc = run_gate("ab", "--plan", str(plan), "--rounds", "1", "--profile", "never",
                     "--out", str(out), "--head-env", f"PYTHONPATH={SLOW_COMPILE}",
-                    "--head-env", f"GATE_FIXTURE_COMPILE_MS={delay_ms}",
-                    "--head-env", f"GATE_FIXTURE_COMPILE_WHEN={when}", timeout=900)
+                    "--head-env", f"GATE_FIXTURE_COMPILE_MS={delay_ms:g}",
+                    "--head-env", f"GATE_FIXTURE_COMPILE_WHEN={when}", *more, timeout=900)
     assert wait_gone(marker) == []
     return proc, out
 
@@ -48,7 +50,8 @@ def every_grammar(tiny_model_dir, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def a_fifth(tiny_model_dir, tmp_path_factory):
-    return compile_ab(tmp_path_factory, "compile-fifth", DELAY_MS / 5, "every")
+    return compile_ab(tmp_path_factory, "compile-fifth", DELAY_MS / 5, "every",
+                      "--backends", "guidance")
 
 
 @pytest.fixture(scope="module")
@@ -91,10 +94,16 @@ def test_the_wait_is_named_as_the_wait_for_the_grammar(every_grammar, tmp_path):
     assert "#### Where the wait is" in text and "waiting for the grammar" in text
 
 
-def test_a_fifth_of_that_compile_time_still_fails_on_ttft(a_fifth):
+def test_a_fifth_of_that_compile_time_still_fails_on_ttft_with_guidance(a_fifth):
     proc, out = a_fifth
     assert proc.returncode == EXIT_FAIL, proc.stdout[-3000:] + proc.stderr[-2000:]
-    assert ttft_failures(out), load_verdict(out / "verdict.json").headline
+    index = load_index(out)
+    assert [(e.backend, e.outcome) for e in index.backends] == [("guidance", Outcome.FAIL)]
+    assert ttft_failures(out / "guidance"), load_verdict(out / "guidance" / "verdict.json").headline
+    head = load_results(out / "guidance" / "head")
+    assert head.plan.name == "cpu-smoke+guidance"
+    assert head.plan.server.structured_outputs_backend == "guidance"
+    assert '"backend": "guidance"' in " ".join(head.server.command)
 
 
 def test_the_same_time_once_per_server_start_does_not_fail(once_per_start):
