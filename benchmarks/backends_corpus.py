@@ -22,7 +22,7 @@ from pathlib import Path
 
 from gate.flows.backends import load_index
 from gate.measure.results import Results, load_results
-from gate.plan.corpus import AUTO_BACKEND, draw, load_corpus
+from gate.plan.corpus import AUTO_BACKEND, draw, left_out, load_corpus, pool
 from gate.plan.spec import load_plan
 from gate.plan.workload import GuidedLoad
 
@@ -73,9 +73,10 @@ def describe(backend: str, results: Results) -> list[str]:
     valid = sum(1 for r in guided if r.json_valid)
     lines = [
         f"== {backend} ({results.status}) ==",
-        f"schemas: {len(drawn)} drawn of {len(corpus.supported_by(backend))} supported; "
-        f"{len(corpus.unsupported_by(backend))} not supported by {backend}, "
-        f"{len(corpus.dropped)} dropped before compiling (gate corpus show lists them)",
+        f"schemas: {len(drawn)} drawn of {len(pool(corpus, spec, backend))} it can serve; "
+        f"{len(left_out(corpus, spec, backend))} left out for {backend} (unsupported or over "
+        f"max_compile_ms), {len(corpus.dropped)} dropped before compiling (gate corpus show "
+        "lists them all, with why)",
         f"offline compile cost of the drawn schemas: mean "
         f"{statistics.mean(s.compile_ms[name] for s in drawn):.1f} ms, max "
         f"{max(s.compile_ms[name] for s in drawn):.1f} ms",

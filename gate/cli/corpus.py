@@ -15,7 +15,7 @@ from gate.core.progress import Progress
 from gate.core.settings import Settings
 from gate.flows import backends
 from gate.flows.corpus import BuildOptions, build_corpus
-from gate.plan.corpus import CorpusFile, CorpusSpec, draw, load_corpus, strata
+from gate.plan.corpus import CorpusFile, CorpusSpec, draw, left_out, load_corpus, pool, strata
 from gate.plan.spec import load_plan
 from gate.runner import tiny_model
 from gate.runner.grammar_compile import COMPILERS
@@ -96,15 +96,15 @@ def show(args: argparse.Namespace, settings: Settings) -> int:
 def describe(corpus: CorpusFile, spec: CorpusSpec, backend: str) -> str:
     """The schemas drawn for `backend` (stratum, compile cost) and those it cannot serve."""
     drawn = draw(corpus, spec, backend)
-    layers = strata(corpus.supported_by(backend), backend, spec.strata)
+    layers = strata(pool(corpus, spec, backend), backend, spec.strata)
     stratum = {s.id: i + 1 for i, layer in enumerate(layers) for s in layer}
     name = "xgrammar" if backend == "auto" else backend
     rows = [[s.id, stratum[s.id], f"{s.compile_ms[name]:.1f}", s.min_output_tokens]
             for s in drawn]
-    refused = corpus.unsupported_by(backend)
+    refused = left_out(corpus, spec, backend)
     return "\n".join([
-        f"== {backend}: {len(drawn)} drawn of {len(corpus.supported_by(backend))} supported; "
-        f"{len(refused)} not supported ==",
+        f"== {backend}: {len(drawn)} drawn of {len(pool(corpus, spec, backend))} it can serve; "
+        f"{len(refused)} left out ==",
         tabulate(rows, headers=["schema", "stratum", "compile ms", "min tokens"]),
-        tabulate([[s.id, why[:100]] for s, why in refused], headers=["not supported", "why"]),
+        tabulate([[s.id, why[:100]] for s, why in refused], headers=["left out", "why"]),
         ""])

@@ -43,6 +43,9 @@ class CorpusSpec(_Strict):
     strata: int = Field(3, ge=1, description="compile-cost strata (the backend's own measured "
                         "cost, quantiles), drawn in equal shares, the costliest first")
     seed: int = 0
+    max_compile_ms: float | None = Field(
+        None, gt=0, description="leave out schemas the backend compiles slower than this "
+        "(offline cost): on a small runner a unique-schema cell compiles one per request")
 
 
 class CorpusSchema(_Strict):
@@ -126,17 +129,33 @@ def strata(schemas: list[CorpusSchema], backend: str, count: int) -> list[list[C
     return [ordered[edges[i]:edges[i + 1]] for i in range(count)]
 
 
+def left_out(corpus: CorpusFile, spec: CorpusSpec, backend: str
+             ) -> list[tuple[CorpusSchema, str]]:
+    """The corpus's schemas a plan cannot draw for `backend`, each with why."""
+    name = AUTO_BACKEND if backend == "auto" else backend
+    slow = [(s, f"compiles in {s.compile_ms[name]:.0f} ms, over the plan's max_compile_ms "
+             f"({spec.max_compile_ms:g})") for s in corpus.supported_by(backend)
+            if spec.max_compile_ms is not None and s.compile_ms[name] > spec.max_compile_ms]
+    return corpus.unsupported_by(backend) + slow
+
+
+def pool(corpus: CorpusFile, spec: CorpusSpec, backend: str) -> list[CorpusSchema]:
+    """What a plan draws from for `backend`: supported, and not over max_compile_ms."""
+    out = {s.id for s, _ in left_out(corpus, spec, backend)}
+    return [s for s in corpus.schemas if s.id not in out]
+
+
 def draw(corpus: CorpusFile, spec: CorpusSpec, backend: str) -> list[CorpusSchema]:
-    """The schemas a plan sends with `backend`: `spec.size` of those the backend supports,
-    in equal shares per compile-cost stratum (the costliest strata take the remainder), each
-    share a seeded sample; in a seeded order."""
-    pool = corpus.supported_by(backend)
-    if not pool:
+    """The schemas a plan sends with `backend`: `spec.size` of those the backend supports
+    (within max_compile_ms), in equal shares per compile-cost stratum (the costliest strata
+    take the remainder), each share a seeded sample; in a seeded order."""
+    pool_ = pool(corpus, spec, backend)
+    if not pool_:
         raise GateError(f"corpus {spec.file!r} has no schema that backend {backend!r} supports "
                         "(or no compile costs for it: rebuild it with that backend)")
     rng = random.Random(f"{spec.seed}:{AUTO_BACKEND if backend == 'auto' else backend}")
-    layers = strata(pool, backend, spec.strata)
-    size = min(spec.size, len(pool))
+    layers = strata(pool_, backend, spec.strata)
+    size = min(spec.size, len(pool_))
     shares = [size // len(layers)] * len(layers)
     for i in range(size % len(layers)):
         shares[-1 - i] += 1

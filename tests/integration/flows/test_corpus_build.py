@@ -48,6 +48,6 @@ def test_a_plan_draws_from_the_file_and_show_lists_it(built, tmp_path):
     assert proc.returncode == 0, proc.stderr
     corpus = CorpusFile.model_validate_json(out.read_text())
     drawn = draw(corpus, load_plan(str(plan)).workload.corpus, "guidance")
-    assert f"== guidance: {len(drawn)} drawn of" in proc.stdout
+    assert f"== guidance: {len(drawn)} drawn of" in proc.stdout and "left out" in proc.stdout
     assert all(s.id in proc.stdout for s in drawn)
     assert json.loads(out.read_text())["dropped"][0]["id"] in proc.stdout

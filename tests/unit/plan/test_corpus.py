@@ -10,7 +10,15 @@ from jsonschema import Draft7Validator
 
 from gate.core.errors import GateError
 from gate.plan import bounding
-from gate.plan.corpus import CorpusFile, CorpusProvenance, CorpusSchema, CorpusSpec, draw, strata
+from gate.plan.corpus import (
+    CorpusFile,
+    CorpusProvenance,
+    CorpusSchema,
+    CorpusSpec,
+    draw,
+    left_out,
+    strata,
+)
 from gate.plan.spec import load_plan, parse_plan
 from gate.plan.workload import GuidedLoad
 
@@ -141,3 +149,12 @@ def test_the_drawn_schemas_are_in_the_plan_hash_and_the_load(tmp_path):
     assert load.schema(5, "guided") == load.drawn[1].json_schema  # cycled
     assert "v5" in load.schema(5, "unique")["required"]
     assert load.prompt(1).startswith(f"Fill in a JSON document for this schema ({load.drawn[1].id})")
+
+
+def test_max_compile_ms_leaves_the_slowest_out_and_says_why():
+    spec = CorpusSpec(file="x", size=12, strata=3, max_compile_ms=55.0)
+    drawn = draw(CORPUS, spec, "xgrammar")
+    assert max(s.compile_ms["xgrammar"] for s in drawn) <= 55.0 and len(drawn) == 6
+    why = dict((s.id, w) for s, w in left_out(CORPUS, spec, "xgrammar"))
+    assert why["s11"] == "compiles in 110 ms, over the plan's max_compile_ms (55)"
+    assert "s04" not in why  # supported and fast enough
