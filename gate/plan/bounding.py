@@ -2,9 +2,11 @@
 
 The tiny CPU model has random weights; guided decoding forces its output to follow the schema,
 but nothing makes it close an unbounded string, array or number. `bound` therefore adds
-constraints, never removes one: strings without a length, enum, format or pattern get a
-maxLength, arrays a maxItems, numbers a range, objects keep their required properties and
-their first few optional ones and allow no others. An output valid against the bounded schema
+constraints, never removes one: a node without a type gets the one its keywords imply (a short
+string when none does), strings a short maxLength (also beside a pattern or a format that is
+not short by nature: a backend that cannot combine them refuses the schema, and says so),
+arrays a maxItems, numbers a range, objects keep their required properties and their first few
+optional ones and allow no others. An output valid against the bounded schema
 is valid against the original (docs/corpus.md says where that reasoning stops: patternProperties
 are dropped with the properties they could constrain). Nesting, $refs, anyOf/oneOf/allOf,
 enums and patterns stay as they are: they are what makes compiling hard.
@@ -115,10 +117,31 @@ def _types(node: dict[str, Any]) -> set[str]:
     return set(value) if isinstance(value, list) else {value} if isinstance(value, str) else set()
 
 
-def _bound_string(node: dict[str, Any]) -> None:
-    if any(k in node for k in ("enum", "const", "format", "pattern", "maxLength")):
+# Formats whose every value is short: no maxLength needed (a backend may refuse the mix).
+SHORT_FORMATS = ("date", "time", "date-time", "uuid", "ipv4", "ipv6", "duration")
+# Keywords that give a node its type elsewhere (left as they are).
+TYPED_ELSEWHERE = ("$ref", "enum", "const", "anyOf", "oneOf", "allOf", "not", "if")
+IMPLIED = (("object", ("properties", "additionalProperties", "required", "patternProperties")),
+           ("array", ("items", "prefixItems", "minItems", "maxItems")),
+           ("string", ("maxLength", "minLength", "pattern", "format")),
+           ("number", ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+                       "multipleOf")))
+
+
+def _bound_untyped(node: dict[str, Any]) -> None:
+    """A node without `type` accepts a value of any type (a number with no end, too): give it
+    the type its keywords imply, and a short string when nothing does."""
+    if "type" in node or any(k in node for k in TYPED_ELSEWHERE):
         return
-    node["maxLength"] = max(int(node.get("minLength", 0)), STRING_MAX)
+    node["type"] = next((kind for kind, keys in IMPLIED if any(k in node for k in keys)),
+                        "string")
+
+
+def _bound_string(node: dict[str, Any]) -> None:
+    if any(k in node for k in ("enum", "const")) or node.get("format") in SHORT_FORMATS:
+        return
+    low = int(node.get("minLength", 0))
+    node["maxLength"] = max(low, min(int(node.get("maxLength", STRING_MAX)), STRING_MAX))
 
 
 def _bound_array(node: dict[str, Any]) -> None:
@@ -155,6 +178,7 @@ def bound(schema: dict[str, Any]) -> dict[str, Any]:
     """A copy of `schema` whose every output is bounded (see the module doc)."""
     out = copy.deepcopy(schema)
     for node in list(walk(out)):
+        _bound_untyped(node)
         types = _types(node)
         if "string" in types:
             _bound_string(node)

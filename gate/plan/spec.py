@@ -27,6 +27,9 @@ class StrictModel(BaseModel):
 # The structured-output backends vLLM serves (--structured-outputs-config.backend).
 Backend = Literal["xgrammar", "guidance", "outlines", "lm-format-enforcer"]
 ArmName = Literal["guided", "free", "unique"]
+# Backends vLLM lets disable_any_whitespace apply to (its StructuredOutputsConfig refuses it
+# for the others; their grammars allow at most one space per place anyway).
+WHITESPACE_BACKENDS = ("xgrammar", "guidance")
 BACKENDS: tuple[str, ...] = ("xgrammar", "guidance", "outlines", "lm-format-enforcer")
 
 
@@ -256,7 +259,11 @@ class Plan(StrictModel):
         """This plan measuring one backend: its server launched with that backend. A backend
         other than the server's own is named `NAME+BACKEND`, so that its noise profile and
         baselines (stored by plan name) sit beside the plan's own."""
-        server = self.server.model_copy(update={"structured_outputs_backend": backend})
+        config = dict(self.server.structured_outputs_config or {})
+        if backend not in WHITESPACE_BACKENDS:  # vLLM refuses the option for the others
+            config.pop("disable_any_whitespace", None)
+        server = self.server.model_copy(update={"structured_outputs_backend": backend,
+                                                "structured_outputs_config": config or None})
         name = self.name if backend == self.server.structured_outputs_backend else \
             f"{self.name}+{backend}"
         return self.model_copy(update={"server": server, "backends": [], "name": name})

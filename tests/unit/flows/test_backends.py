@@ -68,3 +68,10 @@ def test_commands_refuse_a_bad_selection_before_measuring(capsys):
     assert "cannot be measured with several backends" in capsys.readouterr().err
     assert main(["ab", "--backends", "xgrammar,xgrammar"]) == 2
     assert "names a backend twice" in capsys.readouterr().err
+
+
+def test_outlines_runs_without_the_whitespace_option_vllm_refuses_for_it():
+    smoke = load_plan("cpu-smoke")
+    assert smoke.for_backend("guidance").server.structured_outputs_config == {
+        "disable_any_whitespace": True}
+    assert smoke.for_backend("outlines").server.structured_outputs_config is None

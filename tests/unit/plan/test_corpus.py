@@ -158,3 +158,21 @@ def test_max_compile_ms_leaves_the_slowest_out_and_says_why():
     why = dict((s.id, w) for s, w in left_out(CORPUS, spec, "xgrammar"))
     assert why["s11"] == "compiles in 110 ms, over the plan's max_compile_ms (55)"
     assert "s04" not in why  # supported and fast enough
+
+
+def test_untyped_nodes_long_strings_and_patterns_are_bounded():
+    b = bounding.bound({"properties": {
+        "any": {"description": "whatever"}, "text": {"maxLength": 160},
+        "slug": {"type": "string", "pattern": "^[a-z]+$"},
+        "when": {"type": "string", "format": "date-time"}}, "required": ["any"]})
+    props = b["properties"]
+    assert b["type"] == "object"
+    assert props["any"] == {"description": "whatever", "type": "string",
+                            "maxLength": bounding.STRING_MAX}
+    assert "text" in props or "slug" in props  # the first optional ones are kept
+    assert bounding.bound({"properties": {"t": {"maxLength": 160}}})["properties"]["t"] == {
+        "maxLength": bounding.STRING_MAX, "type": "string"}
+    pattern = bounding.bound({"properties": {"s": {"type": "string", "pattern": "^a+$"}}})
+    assert pattern["properties"]["s"]["maxLength"] == bounding.STRING_MAX
+    short = bounding.bound({"properties": {"w": {"type": "string", "format": "date-time"}}})
+    assert "maxLength" not in short["properties"]["w"]
