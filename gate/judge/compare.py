@@ -288,7 +288,8 @@ def headline(v: Verdict) -> str:
         more = f" (+{len(v.errors) - 1} more)" if len(v.errors) > 1 else ""
         first = v.errors[0] if v.errors else "a check could not be judged"
         return f"ERROR: the measurement cannot be judged: {first}{more}"
-    bad = ttft_first([c for c in v.checks if c.outcome == v.outcome])
+    bad = [c for c in v.checks if c.outcome == v.outcome]
+    bad = ttft_first(bad) if v.outcome == Outcome.FAIL else bad
     more = f"; {len(bad) - 1} more" if len(bad) > 1 else ""
     if v.outcome == Outcome.FAIL:
         what = "time to first token: " if is_ttft(bad[0]) else ""
