@@ -51,12 +51,14 @@ def base_schema(spec: WorkloadSpec) -> dict[str, Any]:
 
 
 def unique_variant(schema: dict[str, Any], index: int) -> dict[str, Any]:
-    """A variant of an object schema no other index gets: one more required integer property
+    """A variant of an object schema no other index gets: one more required boolean property
     whose name carries the index, so the grammar itself differs (a cache keyed by the
-    compiled grammar misses too, not only one keyed by the schema's text)."""
+    compiled grammar misses too, not only one keyed by the schema's text). Boolean: every
+    backend enforces it (outlines ignores integer bounds, so a bounded integer would let its
+    outputs run long and fail validation)."""
     variant = copy.deepcopy(schema)
     key = f"v{index}"
-    variant.setdefault("properties", {})[key] = {"type": "integer", "minimum": 0, "maximum": 9}
+    variant.setdefault("properties", {})[key] = {"type": "boolean"}
     variant["required"] = [*variant.get("required", []), key]
     return variant
 
