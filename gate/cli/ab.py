@@ -11,10 +11,11 @@ from gate.cli.common import add_model_runner, assignments, diff_settings, int_li
 from gate.core.errors import GateError
 from gate.core.progress import Progress
 from gate.core.settings import Settings
-from gate.flows import ab, calibrate
+from gate.evidence import wait
+from gate.flows import ab, backends, calibrate
 from gate.judge.ab_design import CALIBRATION_BLOCKS, Uncalibrated
 from gate.judge.noise import cache_noise_dir
-from gate.judge.verdict import save_verdict
+from gate.judge.verdict import Verdict, save_verdict
 from gate.plan.spec import apply_overrides, load_plan, pin_runner
 from gate.profile.diff_file import DiffSettings
 from gate.profile.sampling import DEFAULT_RATE_HZ, PROFILE_POLICIES, SamplingOptions
@@ -94,6 +95,10 @@ def _measure_options(p) -> None:
                    help="smallest per-function difference the profile diff names, as a share "
                    "of the base build's time per token (default %(default)s: the noise between "
                    "two servers measured on CPU; see docs/profile.md)")
+    p.add_argument("--backends", metavar="NAME[,NAME]",
+                   help="structured-output backends to measure, each with its own A/B and "
+                   "verdict in OUT/<backend>/ (replaces the plan's `backends`; e.g. "
+                   "xgrammar,guidance, as `gate scope` picks them); exit code: the worst")
 
 
 def ab_settings(args) -> dict:
@@ -120,26 +125,59 @@ def _profiling(args) -> ab.Profiling:
 
 def handle(args, settings: Settings) -> int:
     progress = Progress(quiet=args.quiet)
-    result = _resume(args, settings, progress) if args.resume else _new(args, settings, progress)
-    out = args.resume or args.out
+    if args.resume:
+        return finish(_resume(args, settings, progress), args.resume)
+    options = _options(args, settings, progress)
+    names = backends.selected(options.plan, backends.parse_selection(args.backends))
+    if not names:
+        return finish(_new(args, settings, options), args.out)
+    done = []
+    for name in names:  # one whole A/B per backend, each with its own servers and test
+        progress(f"backend {name}: A/B")
+        each = backends.for_backend(options, name)
+        done.append((name, _new(args, settings, each)))
+        finish(done[-1][1], each.out, name)
+    index = backends.write_index(args.out, "ab", [backends.entry(name, result.verdict)
+                                                  for name, result in done])
+    print(f"\nbackends: {index}")
+    return backends.load_index(args.out).outcome.exit_code
+
+
+def finish(result: ab.ABResult, out: Path, backend: str | None = None) -> int:
+    """Write and print one A/B's verdict (with where the wait is); its exit code."""
+    verdict = with_wait_findings(result)
     path = out / "verdict.json"
-    save_verdict(result.verdict, path)
-    print(terminal.render_verdict(result.verdict))
+    save_verdict(verdict, path)
+    if backend:
+        print(f"\n== backend {backend} ==")
+    print(terminal.render_verdict(verdict))
     print(f"\nverdict: {path} (base: {out / 'base'}, head: {out / 'head'}; the test's state: "
           f"{out / 'ab-state.json'})")
-    return result.verdict.exit_code
+    return verdict.exit_code
 
 
-def _new(args, settings: Settings, progress: Progress) -> ab.ABResult:
+def with_wait_findings(result: ab.ABResult) -> Verdict:
+    """The verdict with a note per guided arm and level whose TTFT grew, naming where the
+    added time is (gate.evidence.wait)."""
+    found = wait.findings(wait.wait_rows(result.head, result.base))
+    return result.verdict.model_copy(update={
+        "notes": result.verdict.notes + [f"where the wait is: {f}" for f in found]})
+
+
+def _options(args, settings: Settings, progress: Progress) -> ab.ABOptions:
     plan = pin_runner(apply_overrides(load_plan(args.plan), drain_requests=args.drain_requests,
                                       levels=args.levels, window_s=args.window,
                                       ab=ab_settings(args)), args.model_runner)
     base, head = _builds(args)
-    options = ab.ABOptions(
+    return ab.ABOptions(
         plan=plan, base=base, head=head, out=args.out, cache_dir=settings.cache_dir,
         thresholds=plan.thresholds.with_overrides(assignments(args.threshold, "--threshold")),
         noise_dirs=args.noise_dir, progress=progress, profiling=_profiling(args),
         screen=not (args.calibrate or args.no_screening))
+
+
+def _new(args, settings: Settings, options: ab.ABOptions) -> ab.ABResult:
+    plan, base, progress = options.plan, options.base, options.progress
     try:
         return ab.ab(options)
     except Uncalibrated as exc:
@@ -149,7 +187,7 @@ def _new(args, settings: Settings, progress: Progress) -> ab.ABResult:
         progress(f"{exc}\n--calibrate: calibrating this runner first ({blocks} blocks)")
     done = calibrate.calibrate(calibrate.CalibrateOptions(
         plan=plan, build=base, blocks=max(blocks, calibrate.MIN_BLOCKS),
-        out=args.out / "calibration",
+        out=options.out / "calibration",
         store=cache_noise_dir(settings.cache_dir), cache_dir=settings.cache_dir,
         noise_dirs=args.noise_dir, progress=progress,
         command=shlex.join(["gate", *sys.argv[1:]])))

@@ -15,7 +15,7 @@ from gate.core.settings import Settings
 from gate.flows import ab, calibrate
 from gate.judge.ab_design import CALIBRATION_BLOCKS, calibrated_design
 from gate.judge.noise import DEFAULT_NOISE_DIR, load_all_calibrations, store_run
-from gate.plan.spec import apply_overrides, load_plan, pin_runner
+from gate.plan.spec import BACKENDS, apply_overrides, load_plan, pin_runner
 
 
 def add_parser(sub) -> None:
@@ -46,6 +46,9 @@ def add_parser(sub) -> None:
     p.add_argument("--levels", type=int_list)
     p.add_argument("--window", type=float, help="override sweep.window_s (seconds per cell)")
     add_model_runner(p)
+    p.add_argument("--backend", choices=BACKENDS,
+                   help="calibrate the plan with this structured-output backend (its profile "
+                   "is stored as PLAN+BACKEND unless it is the plan's own)")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(handler=handle)
 
@@ -55,6 +58,7 @@ def handle(args, settings: Settings) -> int:
         return merge(args.merge, args.noise_dir)
     plan = pin_runner(apply_overrides(load_plan(args.plan), levels=args.levels,
                                       window_s=args.window), args.model_runner)
+    plan = plan.for_backend(args.backend) if args.backend else plan
     build = ab.Build("build", ab.resolve_python(args.python), assignments(args.env, "--env"))
     done = calibrate.calibrate(calibrate.CalibrateOptions(
         plan=plan, build=build, blocks=args.blocks, out=args.out, store=args.noise_dir,

@@ -50,7 +50,7 @@ from gate.measure.results import Results, ServerInfo, load_results, save_results
 from gate.plan import runner_pin
 from gate.plan.spec import Plan
 from gate.plan.thresholds import Thresholds
-from gate.profile.diff import DiffSettings, ProfileDiff
+from gate.profile.diff_file import DiffSettings, ProfileDiff
 from gate.profile.sampling import SamplingOptions, should_profile
 from gate.profile.traffic import ProfileTarget, profile_server
 from gate.runner.doctor import DoctorReport, Finding

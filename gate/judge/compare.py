@@ -99,7 +99,7 @@ def _relative_check(slot: Slot, threshold: float, interval: seq.Interval, outcom
                     **kw) -> Check:
     return Check(
         name=slot.name, label=slot.label, kind="relative", direction=slot.metric.direction,
-        unit=slot.metric.unit, concurrency=slot.concurrency, arm="guided",
+        unit=slot.metric.unit, concurrency=slot.concurrency, arm=slot.arm,
         delta_pct=interval.mean_pct, ci_low_pct=interval.lo_pct, ci_high_pct=interval.hi_pct,
         threshold=threshold, outcome=outcome, **kw)
 
@@ -410,7 +410,8 @@ def compare_results(head: Results, reference: Reference, thresholds: Thresholds,
         warnings=warnings, thresholds=thresholds.model_dump(mode="json"),
         noise_profile=ctx.noise.description, method=judged_.method, rounds=judged_.rounds)
     verdict.headline = headline(verdict)
-    verdict.advice = advice(outcome, judged_.causes, bool(ctx.noise.calibrations))
+    ttft_failed = any(is_ttft(c) and c.outcome == Outcome.FAIL for c in checks)
+    verdict.advice = advice(outcome, judged_.causes, bool(ctx.noise.calibrations), ttft_failed)
     return verdict
 
 
@@ -444,9 +445,11 @@ def headline(v: Verdict) -> str:
         first = v.errors[0] if v.errors else "a check could not be judged"
         return f"ERROR: the measurement cannot be judged: {first}{more}"
     bad = [c for c in v.checks if c.outcome == v.outcome]
+    bad = ttft_first(bad) if v.outcome == Outcome.FAIL else bad
     more = f"; {len(bad) - 1} more" if len(bad) > 1 else ""
     if v.outcome == Outcome.FAIL:
-        return f"FAIL: {_describe(bad[0])}{more}"
+        what = "time to first token: " if is_ttft(bad[0]) else ""
+        return f"FAIL: {what}{_describe(bad[0])}{more}"
     if v.outcome == Outcome.INCONCLUSIVE:
         return f"INCONCLUSIVE: {_describe(bad[0])} is not decided{more}"
     if not v.checks:
@@ -455,8 +458,20 @@ def headline(v: Verdict) -> str:
     return f"PASS: {len(v.checks)} checks within thresholds; {_describe(lead)}"
 
 
-def advice(outcome: Outcome, causes: set[Cause], calibrated: bool) -> list[str]:
-    """What to do next, chosen by the outcome and the typed causes of its errors."""
+def is_ttft(c: Check) -> bool:
+    return "ttft" in c.name
+
+
+def ttft_first(checks: list[Check]) -> list[Check]:
+    """Time-to-first-token checks lead: a compile or grammar-cache regression moves them
+    first and most, and per-token figures would hide it (stable order otherwise)."""
+    return sorted(checks, key=lambda c: not is_ttft(c))
+
+
+def advice(outcome: Outcome, causes: set[Cause], calibrated: bool,
+           ttft_failed: bool = False) -> list[str]:
+    """What to do next, chosen by the outcome, the typed causes of its errors and whether a
+    time-to-first-token check failed."""
     out = []
     if outcome == Outcome.INCONCLUSIVE:
         out.append(
@@ -466,6 +481,11 @@ def advice(outcome: Outcome, causes: set[Cause], calibrated: bool) -> list[str]:
                           "so that each round carries more weight") + ".")
     if outcome == Outcome.FAIL:
         out.append("A slowdown beyond the threshold: see the failing checks.")
+    if ttft_failed:
+        out.append(
+            "Guided requests wait longer for their first token: look at grammar compilation "
+            "and the grammar cache (vllm/v1/structured_output/, the backend's compiler); "
+            "'Where the wait is' says whether the time is spent waiting for the grammar.")
     if Cause.OFF_SCHEMA in causes:
         out.append(
             "Outputs did not follow the schema: check that the request field is still honoured "

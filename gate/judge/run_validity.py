@@ -10,7 +10,7 @@ from __future__ import annotations
 from gate.judge.checks import HIGHER, LOWER
 from gate.judge.verdict import Check, Outcome
 from gate.measure.output_shape import guided_output_shape
-from gate.measure.results import Results
+from gate.measure.results import Results, is_guided
 from gate.plan.runner_pin import label
 from gate.plan.thresholds import Thresholds
 from gate.runner.fingerprint import runner_line
@@ -40,7 +40,7 @@ def integrity_errors(results: Results, who: str) -> list[str]:
 
 
 def validity_checks(results: Results, thresholds: Thresholds, who: str = "head") -> tuple[list[Check], list[str]]:
-    guided = [c for c in results.cells if c.arm == "guided" and c.phase in ("drain", "sweep")]
+    guided = [c for c in results.cells if is_guided(c.arm) and c.phase in ("drain", "sweep")]
     completed = sum(c.completed for c in guided)
     if not completed:
         return [], []

@@ -17,12 +17,22 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from gate.core.errors import GateError
 from gate.core.files import load_yaml_mapping, validate
 from gate.plan import runner_pin
+from gate.plan.corpus import CorpusSpec, corpus_digest
 from gate.plan.schemas import BUILTIN_SCHEMAS, PERSON_SCHEMA
 from gate.plan.thresholds import Thresholds
 
 
 class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+# The structured-output backends vLLM serves (--structured-outputs-config.backend).
+Backend = Literal["xgrammar", "guidance", "outlines", "lm-format-enforcer"]
+ArmName = Literal["guided", "free", "unique"]
+# Backends vLLM lets disable_any_whitespace apply to (its StructuredOutputsConfig refuses it
+# for the others; their grammars allow at most one space per place anyway).
+WHITESPACE_BACKENDS = ("xgrammar", "guidance")
+BACKENDS: tuple[str, ...] = ("xgrammar", "guidance", "outlines", "lm-format-enforcer")
 
 
 # Bump when gate.runner.tiny_model builds a different tokenizer or weights from the same spec: it is
@@ -121,7 +131,13 @@ class WorkloadSpec(StrictModel):
     )
     schema_variants: Literal["shared", "unique"] = Field(
         "shared",
-        description="unique: a distinct schema per request (defeats the grammar cache)",
+        description="schemas of the guided arm and the drain. unique: a distinct schema per "
+        "request (defeats the grammar cache). The sweep arm `unique` measures that cache-miss "
+        "path beside the shared one whatever this says",
+    )
+    corpus: CorpusSpec | None = Field(
+        None, description="draw the guided schemas (and prompts that ask to fill them) from a "
+        "corpus file of real schemas (`gate corpus build`) instead of json_schema",
     )
     schema_transport: Literal["response_format", "structured_outputs"] = "response_format"
     max_tokens: int = Field(64, ge=1)
@@ -151,6 +167,8 @@ class WorkloadSpec(StrictModel):
 
     @model_validator(mode="after")
     def _template_formats(self) -> WorkloadSpec:
+        if self.corpus is not None and self.json_schema is not None:
+            raise ValueError("set workload.json_schema or workload.corpus, not both")
         try:
             self.prompt_template.format(i=0)
         except (KeyError, IndexError, ValueError) as exc:
@@ -189,7 +207,6 @@ class DrainSpec(StrictModel):
     max_window_s: float = Field(300.0, gt=0, description="with window_s: the longest window")
 
 
-ARMS: tuple[Literal["guided", "free"], ...] = ("guided", "free")
 
 
 class SweepSpec(StrictModel):
@@ -211,7 +228,12 @@ class SweepSpec(StrictModel):
         2, ge=0, description="times a cell whose streams arrived coalesced is measured again "
         "before the run is an error",
     )
-    arms: list[Literal["guided", "free"]] = Field(default_factory=lambda: list(ARMS))
+    arms: list[ArmName] = Field(
+        default_factory=lambda: list[ArmName](["guided", "free"]),
+        description="guided: the workload's schemas (shared: the grammar cache hits after the "
+        "first request); free: no schema; unique: guided requests that each carry a schema "
+        "the server has not seen (the cache-miss path: every request compiles its grammar)",
+    )
     order: Literal["interleaved", "blocked"] = Field(
         "interleaved", description="interleaved: guided and free cells alternate per level"
     )
@@ -221,7 +243,7 @@ class SweepSpec(StrictModel):
         if any(level < 1 for level in self.levels):
             raise ValueError("sweep.levels must all be >= 1")
         if len(set(self.arms)) != len(self.arms) or not self.arms:
-            raise ValueError("sweep.arms must list guided and/or free once each")
+            raise ValueError("sweep.arms must list guided, free and/or unique once each")
         if self.max_window_s < self.window_s:
             raise ValueError("sweep.max_window_s must be at least sweep.window_s")
         return self
@@ -271,6 +293,35 @@ class Plan(StrictModel):
     repeats: int = Field(1, ge=1, description="times the drain and the sweep are measured")
     ab: ABSpec = Field(default_factory=ABSpec)
     thresholds: Thresholds = Field(default_factory=Thresholds)
+    backends: list[Backend] = Field(
+        default_factory=list,
+        description="structured-output backends to measure, each on its own server and judged "
+        "on its own (OUT/<backend>/); empty: server.structured_outputs_backend alone, in OUT/",
+    )
+
+    @model_validator(mode="after")
+    def _backends_once(self) -> Plan:
+        if len(set(self.backends)) != len(self.backends):
+            raise ValueError("backends must name each backend once")
+        return self
+
+    def for_backend(self, backend: str) -> Plan:
+        """This plan measuring one backend: its server launched with that backend. A backend
+        other than the server's own is named `NAME+BACKEND`, so that its noise profile and
+        baselines (stored by plan name) sit beside the plan's own."""
+        config = dict(self.server.structured_outputs_config or {})
+        if backend not in WHITESPACE_BACKENDS:  # vLLM refuses the option for the others
+            config.pop("disable_any_whitespace", None)
+        server = self.server.model_copy(update={"structured_outputs_backend": backend,
+                                                "structured_outputs_config": config or None})
+        name = self.name if backend == self.server.structured_outputs_backend else \
+            f"{self.name}+{backend}"
+        return self.model_copy(update={"server": server, "backends": [], "name": name})
+
+    @property
+    def backend(self) -> str:
+        """The backend this plan's server runs (vLLM's default, `auto`, when unset)."""
+        return self.server.structured_outputs_backend or "auto"
 
     def tokens_per_chunk(self) -> int:
         """The most tokens a healthy streamed chunk carries (speculative decoding accepts up
@@ -285,6 +336,8 @@ class Plan(StrictModel):
         thresholds: two runs with equal hashes are comparable."""
         shaping = self.model_dump(include={"server", "workload", "drain", "sweep"}, mode="json")
         shaping["workload"].pop("expected", None)  # what a run should show, not what it does
+        if shaping["workload"].get("corpus") is None:  # no corpus: the hash of before corpora
+            shaping["workload"].pop("corpus", None)
         if isinstance(self.workload.json_schema, str):  # hash what is sent, not its name
             shaping["workload"]["json_schema"] = resolve_schema(self.workload.json_schema)
         for volatile in ("port", "host", "startup_timeout_s", "shutdown_timeout_s", "python"):
@@ -295,6 +348,10 @@ class Plan(StrictModel):
             shaping["server"]["launch"] = "module"
         if shaping["server"].get("tiny_model"):
             shaping["server"]["tiny_model"]["build"] = TINY_MODEL_BUILD
+        if self.workload.corpus is not None:
+            # the schemas drawn, not only the file's name: a rebuilt corpus is another workload
+            shaping["workload"]["corpus"]["drawn"] = corpus_digest(self.workload.corpus,
+                                                                   self.backend)
         blob = json.dumps(shaping, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
@@ -306,7 +363,7 @@ def resolve_schema(schema: dict[str, Any] | str | None) -> dict[str, Any]:
     return BUILTIN_SCHEMAS[schema] if isinstance(schema, str) else schema
 
 
-BUILTIN_PLANS = ("cpu-smoke", "a100-gemma4-26b", "a100-gemma4-26b-pr", "a100-gemma3-1b-pair",
+BUILTIN_PLANS = ("cpu-smoke", "cpu-corpus", "a100-gemma4-26b", "a100-gemma4-26b-pr", "a100-gemma3-1b-pair",
                  "b300-gemma4-31b")
 
 
@@ -358,6 +415,7 @@ def apply_overrides(
     no_drain: bool = False,
     no_sweep: bool = False,
     ab: dict[str, Any] | None = None,
+    backends: list[str] | None = None,
 ) -> Plan:
     """Plan overrides a CI job needs without editing YAML; re-validated as a whole."""
     data = plan.model_dump(mode="python")
@@ -379,4 +437,6 @@ def apply_overrides(
     if no_sweep:
         data["sweep"]["enabled"] = False
     data["ab"].update(ab or {})
+    if backends is not None:
+        data["backends"] = backends
     return parse_plan(data, "(after command-line overrides)")

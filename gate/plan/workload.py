@@ -1,17 +1,25 @@
 """What the load client sends: prompts, JSON schemas and request bodies, and how a guided
-output is judged (parses and validates against the schema it was sent with)."""
+output is judged (parses and validates against the schema it was sent with).
+
+Guided requests carry the plan's schema (json_schema, or the built-in person schema) or, with
+`workload.corpus`, schemas drawn from a corpus of real ones, each with a prompt that asks for
+it. The `unique` arm sends every request a variant no earlier request carried (the grammar
+cache misses: docs/compare.md#time-to-first-token-and-grammar-compilation)."""
 
 from __future__ import annotations
 
 import copy
 import json
 import random
+from dataclasses import dataclass
 from typing import Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
+from jsonschema.validators import validator_for
 
 from gate.core.errors import GateError
+from gate.plan.corpus import CorpusSchema, draw, load_corpus
 from gate.plan.schemas import PERSON_SCHEMA
 from gate.plan.spec import WorkloadSpec, resolve_schema
 
@@ -27,17 +35,26 @@ def base_schema(spec: WorkloadSpec) -> dict[str, Any]:
     return schema
 
 
-def schema_for(spec: WorkloadSpec, index: int) -> dict[str, Any]:
-    """The schema of request `index`: shared, or a unique variant that defeats the grammar
-    cache (one extra required integer property whose name carries the index)."""
-    schema = base_schema(spec)
-    if spec.schema_variants == "shared":
-        return schema
+def unique_variant(schema: dict[str, Any], index: int) -> dict[str, Any]:
+    """A variant of an object schema no other index gets: one more required boolean property
+    whose name carries the index, so the grammar itself differs (a cache keyed by the
+    compiled grammar misses too, not only one keyed by the schema's text). Boolean: every
+    backend enforces it (outlines ignores integer bounds, so a bounded integer would let its
+    outputs run long and fail validation)."""
     variant = copy.deepcopy(schema)
     key = f"v{index}"
-    variant.setdefault("properties", {})[key] = {"type": "integer", "minimum": 0, "maximum": 9}
+    variant.setdefault("properties", {})[key] = {"type": "boolean"}
     variant["required"] = [*variant.get("required", []), key]
     return variant
+
+
+def schema_for(spec: WorkloadSpec, index: int, arm: str = "guided") -> dict[str, Any]:
+    """The plan's own schema for request `index` of `arm`: shared, or a unique variant (the
+    `unique` arm always; the guided arm with schema_variants: unique)."""
+    schema = base_schema(spec)
+    if arm == "unique" or spec.schema_variants == "unique":
+        return unique_variant(schema, index)
+    return schema
 
 
 def prompts(spec: WorkloadSpec) -> list[str]:
@@ -45,6 +62,43 @@ def prompts(spec: WorkloadSpec) -> list[str]:
     order = list(range(spec.prompt_count))
     rng.shuffle(order)
     return [spec.prompt_template.format(i=i) for i in order]
+
+
+def corpus_prompt(entry: CorpusSchema) -> str:
+    """Ask for a document of the schema's kind (its title and description, ASCII only: the
+    tiny model's tokenizer has no other characters)."""
+    about = " ".join(f"{entry.title}. {entry.description}".split())
+    about = about.encode("ascii", "ignore").decode()[:200]
+    return f"Fill in a JSON document for this schema ({entry.id}): {about}"
+
+
+@dataclass(frozen=True)
+class GuidedLoad:
+    """What request `index` of an arm carries: its prompt and (guided arms) its schema."""
+
+    spec: WorkloadSpec
+    drawn: tuple[CorpusSchema, ...] = ()  # corpus schemas; empty: the plan's own schema
+    prompt_list: tuple[str, ...] = ()
+
+    @classmethod
+    def for_backend(cls, spec: WorkloadSpec, backend: str) -> GuidedLoad:
+        drawn = tuple(draw(load_corpus(spec.corpus.file), spec.corpus, backend)) \
+            if spec.corpus is not None else ()
+        return cls(spec, drawn, tuple(prompts(spec)))
+
+    def prompt(self, index: int) -> str:
+        if self.drawn:
+            return corpus_prompt(self.drawn[index % len(self.drawn)])
+        return self.prompt_list[index % len(self.prompt_list)]
+
+    def schema(self, index: int, arm: str) -> dict[str, Any] | None:
+        if arm == "free":
+            return None
+        if not self.drawn:
+            return schema_for(self.spec, index, arm)
+        schema = self.drawn[index % len(self.drawn)].json_schema
+        unique = arm == "unique" or self.spec.schema_variants == "unique"
+        return unique_variant(schema, index) if unique else schema
 
 
 def request_body(
@@ -79,7 +133,9 @@ def validate_output(text: str, schema: dict[str, Any]) -> str | None:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         return f"not JSON: {exc.msg} at char {exc.pos}"
-    error = next(iter(Draft202012Validator(schema).iter_errors(value)), None)
+    # the schema's own draft ($schema), 2020-12 when it names none
+    validator = validator_for(schema, default=Draft202012Validator)(schema)
+    error = next(iter(validator.iter_errors(value)), None)
     if error is not None:
         where = "/".join(str(p) for p in error.absolute_path) or "(root)"
         return f"schema violation at {where}: {error.message[:200]}"

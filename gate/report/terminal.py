@@ -16,7 +16,7 @@ def _p(d: Distribution | None, attr: str) -> str:
 def cells_table(results: Results) -> str:
     rows = []
     for c in results.cells:
-        valid = f"{c.valid_outputs}/{c.completed}" if c.arm == "guided" else "-"
+        valid = f"{c.valid_outputs}/{c.completed}" if c.arm != "free" else "-"
         rows.append([
             c.phase, c.arm, c.concurrency, c.repeat + 1, f"{c.completed}/{c.requests}",
             f"{c.duration_s:.1f}", f"{c.requests_per_min:.0f}", f"{c.output_throughput:.0f}",
@@ -29,11 +29,13 @@ def cells_table(results: Results) -> str:
 
 
 def ratios_table(results: Results) -> str:
-    rows = [[r.concurrency, r.repeat + 1,
-             "-" if r.tpot_p50_ratio is None else f"{r.tpot_p50_ratio:.2f}",
-             "-" if r.output_throughput_ratio is None else f"{r.output_throughput_ratio:.2f}"]
-            for r in results.ratios]
-    return tabulate(rows, headers=["conc", "rep", "guided/free TPOT p50", "guided/free out tok/s"],
+    def x(v: float | None) -> str:
+        return "-" if v is None else f"{v:.2f}"
+
+    rows = [[r.concurrency, r.repeat + 1, x(r.tpot_p50_ratio), x(r.output_throughput_ratio),
+             x(r.ttft_p50_ratio), x(r.unique_ttft_p50_ratio)] for r in results.ratios]
+    return tabulate(rows, headers=["conc", "rep", "guided/free TPOT p50", "guided/free out tok/s",
+                                   "guided/free TTFT p50", "unique/free TTFT p50"],
                     disable_numparse=True)
 
 

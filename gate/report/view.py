@@ -17,6 +17,7 @@ from markupsafe import Markup
 from gate.core.text import one_line
 from gate.evidence.attribution import Evidence, apply_evidence
 from gate.evidence.hunks import Hunk, HunkSet
+from gate.evidence.wait import WaitRow, wait_rows
 from gate.judge.verdict import Check, Outcome, Verdict
 from gate.measure.output_shape import guided_output_shape
 from gate.measure.results import Results
@@ -164,8 +165,47 @@ def guided_free_rows(head: Results, base: Results | None) -> list[list[Markup]]:
     return [level_row(name, r, c) for c in levels for name, r in pairs]
 
 
+# ---- time to first token, and where the wait is ----------------------------------------------
+
+
+def ttft_p50(r: Results, arm: str, c: int) -> float | None:
+    return med([x.ttft_ms.p50 if x.ttft_ms else None for x in r.cells_of("sweep", arm, c)])
+
+
+def fmt_ms(x: float | None) -> Markup:
+    return DASH if x is None else Markup(f"{x:.0f}")
+
+
+def minus(a: float | None, b: float | None) -> Markup:
+    return DASH if a is None or b is None else Markup(f"{a - b:+.0f}")
+
+
+def ttft_row(name: str, r: Results, c: int) -> list[Markup]:
+    guided, unique, free = (ttft_p50(r, arm, c) for arm in ("guided", "unique", "free"))
+    return [Markup(str(c)), Markup(name), fmt_ms(guided), fmt_ms(unique), fmt_ms(free),
+            minus(guided, free), minus(unique, free)]
+
+
+def ttft_rows(head: Results, base: Results | None) -> list[list[Markup]]:
+    """TTFT p50 per level and build: shared schemas (cache hit), unique (miss), free."""
+    pairs = builds(head, base)
+    levels = sorted({c.concurrency for _, r in pairs for c in r.cells_of("sweep")})
+    return [ttft_row(name, r, c) for c in levels for name, r in pairs]
+
+
+def wait_row(row: WaitRow) -> list[Markup | str]:
+    def pair(get) -> Markup:
+        h = get(row.head)
+        b = get(row.base) if row.base is not None else None
+        return Markup(f"{fmt_ms(b)} → {fmt_ms(h)}") if row.base is not None else fmt_ms(h)
+
+    return [row.label, pair(lambda w: w.ttft_ms), pair(lambda w: w.queue_ms),
+            pair(lambda w: w.grammar_wait_ms), pair(lambda w: w.prefill_ms),
+            one_line(row.cause, 300) or "–"]
+
+
 def validity(r: Results) -> Markup:
-    guided = [c for c in r.cells if c.arm == "guided"]
+    guided = [c for c in r.cells if c.arm != "free"]
     valid = sum(c.valid_outputs for c in guided)
     total = valid + sum(c.invalid_outputs for c in guided)
     lengths = sum(c.length_finishes for c in guided)
@@ -371,8 +411,8 @@ def hunk_view(h: Hunk, body: str | None, cut: int, first: bool) -> HunkView:
 
 # Sections that may be left out to fit, first to go first; `checks` shrinks last (to the
 # checks that did not pass, then to a count).
-DROPPABLE = ("run_info", "chart", "drain", "guided_free", "where_time", "problems",
-             "environment", "method")
+DROPPABLE = ("run_info", "chart", "drain", "ttft", "guided_free", "wait", "where_time",
+             "problems", "environment", "method")
 
 
 @dataclass(frozen=True)
@@ -390,6 +430,9 @@ class RunView:
     cost: str
     has_results: bool
     guided_free: list[list[Markup]]
+    ttft: list[list[Markup]]
+    has_unique: bool
+    wait: list[list[Markup | str]]
     drain: list[list[Markup]]
     chart: Markup
     chart_note: str
@@ -460,6 +503,9 @@ def run_view(ri: RunInput) -> RunView:
         checks_failing=sum(1 for c in v.checks if c.outcome != Outcome.PASS),
         method=one_line(v.method, 2000), cost=cost_line(v), has_results=head is not None,
         guided_free=guided_free_rows(head, base) if head is not None else [],
+        ttft=ttft_rows(head, base) if head is not None else [],
+        has_unique=head is not None and bool(head.cells_of("sweep", "unique")),
+        wait=[wait_row(w) for w in wait_rows(head, base) if w.cause] if head is not None else [],
         drain=drain_rows(head, base) if head is not None else [],
         chart=Markup(mermaid_chart(ri.chart_series or {})),
         chart_note=chart_note(ri.chart_name, ri.chart_note) if head is not None else "",

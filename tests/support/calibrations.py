@@ -25,7 +25,8 @@ from gate.measure.results import Results
 PROVENANCE = NoiseProvenance(date="2026-11-30", gate_version="0.1.0", runner="test runner",
                              command="gate calibrate --blocks 10")
 DRAIN_AND_C8 = ("drain.req_per_min", "drain.output_tok_s", "sweep.c8.tpot_p50_ms",
-                "sweep.c8.tpot_p99_ms", "sweep.c8.itl_p99_ms", "ratio.c8.tpot_p50")
+                "sweep.c8.tpot_p99_ms", "sweep.c8.itl_p99_ms", "ratio.c8.tpot_p50",
+                "sweep.c8.ttft_p50_ms", "sweep.c8.ttft_p90_ms", "ratio.c8.ttft_p50")
 
 
 def exact(n: int, sd: float, seed: int) -> list[float]:

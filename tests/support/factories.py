@@ -18,6 +18,7 @@ from gate.measure.results import (
     RequestRecord,
     Results,
     ServerInfo,
+    ServerTimes,
     save_results,
 )
 from gate.plan.spec import DrainSpec, Plan, ServerSpec, SweepSpec, load_plan, parse_plan
@@ -89,6 +90,8 @@ def cell(
     tpot_p99: float | None = None,
     itl_p99: float | None = None,
     ttft_p50: float = 50.0,
+    ttft_p90: float | None = None,
+    server_times: ServerTimes | None = None,
     requests: int = 100,
     failed: int = 0,
     invalid: int = 0,
@@ -100,17 +103,17 @@ def cell(
     completed = requests - failed if completed is None else completed
     rps = output_tps / tok_per_req if output_tps is not None else rpm / 60.0
     duration = completed / rps if rps > 0 and completed else 1.0
-    guided = arm == "guided"
+    guided = arm in ("guided", "unique")
     return CellSummary(
         phase=phase, arm=arm, concurrency=concurrency, repeat=repeat, requests=requests,
         completed=completed, failed=failed, duration_s=duration,
         total_output_tokens=int(completed * tok_per_req), request_throughput=rps,
         output_throughput=rps * tok_per_req,
-        ttft_ms=dist(ttft_p50, count=requests), tpot_ms=dist(tpot_p50, tpot_p99, count=requests),
+        ttft_ms=dist(ttft_p50, p90=ttft_p90, count=requests), tpot_ms=dist(tpot_p50, tpot_p99, count=requests),
         itl_ms=dist(tpot_p50, itl_p99 or tpot_p50 * 2, count=requests),
         e2el_ms=dist(tpot_p50 * tok_per_req, count=requests),
         valid_outputs=(completed - invalid) if guided else 0, invalid_outputs=invalid if guided else 0,
-        length_finishes=length if guided else 0,
+        length_finishes=length if guided else 0, server_times=server_times,
     )
 
 

@@ -88,8 +88,8 @@ def test_no_calibration_stops_before_measuring_and_names_the_fix():
     assert "no calibration found" in text and "drain.req_per_min" in text
 
 
-NAMES = ("drain.req_per_min", "sweep.c4.tpot_p50_ms", "sweep.c8.tpot_p50_ms",
-         "ratio.c8.tpot_p50")
+# every check cpu-smoke judges: its drain, TPOT p50 per level, TTFT and the overheads
+NAMES = tuple(s.name for s in planned_slots(CPU_SMOKE, CPU_SMOKE.thresholds))
 
 
 def test_a_calibrated_runner_gets_a_design_within_the_plans_budget():

@@ -6,6 +6,7 @@ from gate.core.errors import GateError
 from gate.plan.spec import WorkloadSpec
 from gate.plan.workload import (
     PERSON_SCHEMA,
+    GuidedLoad,
     output_length_bounds,
     prompts,
     request_body,
@@ -40,6 +41,22 @@ def test_unique_variants_differ_and_shared_does_not():
     a, b = schema_for(unique, 1), schema_for(unique, 2)
     assert a != b and "v1" in a["required"] and "v2" in b["properties"]
     assert "v1" not in PERSON_SCHEMA["properties"]  # the base schema is not mutated
+
+
+def test_the_unique_arm_misses_the_cache_beside_a_shared_guided_arm():
+    load = GuidedLoad.for_backend(WorkloadSpec(), "xgrammar")
+    assert load.schema(1, "guided") == load.schema(2, "guided") == PERSON_SCHEMA
+    a, b = load.schema(1, "unique"), load.schema(2, "unique")
+    assert a != b and "v1" in a["required"] and "v2" in b["required"]
+    assert load.schema(1, "free") is None
+    assert load.prompt(0) == prompts(WorkloadSpec())[0]
+
+
+def test_validation_follows_the_schemas_own_draft():
+    draft4 = {"$schema": "http://json-schema.org/draft-04/schema#", "type": "object",
+              "properties": {"n": {"type": "number", "minimum": 0, "exclusiveMinimum": True}}}
+    assert validate_output('{"n": 0}', draft4) is not None  # draft-04's boolean exclusive bound
+    assert validate_output('{"n": 1}', draft4) is None
 
 
 def test_bad_schema_is_a_clear_error():
