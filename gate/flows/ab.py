@@ -45,7 +45,13 @@ from gate.judge.ab_design import Uncalibrated, design_ab
 from gate.judge.compare import ABReference, ScreeningReference, compare_results
 from gate.judge.noise import CalibrationCost, Noise, noise_dirs, noise_for, runner_key
 from gate.judge.verdict import Outcome, Verdict
-from gate.measure.measured_build import Launch, MeasuredBuild, cells_for_repeat, open_measured_build
+from gate.measure.measured_build import (
+    Launch,
+    MeasuredBuild,
+    cells_for_repeat,
+    open_measured_build,
+    start_server,
+)
 from gate.measure.results import Results, ServerInfo, load_results, save_results
 from gate.plan import runner_pin
 from gate.plan.spec import Plan
@@ -437,12 +443,20 @@ def _persistent_block(abrun: ABRun, judge: bool) -> bool:
     started = time.monotonic()
     name = f"block{abrun.blocks + 1}"
     with contextlib.ExitStack() as stack:
+        launched = {}
+        for label in ("base", "head"):  # both start before either is waited for
+            side = abrun.sides[label]
+            with abrun.blame(side):
+                launched[label] = start_server(abrun.plan, abrun.launch(side, name), side.info,
+                                               abrun.progress)
+            stack.callback(launched[label].server.stop)
         sessions = {}
         for label in ("base", "head"):
             side = abrun.sides[label]
             with abrun.blame(side):
                 sessions[label] = stack.enter_context(open_measured_build(
-                    abrun.plan, abrun.launch(side, name), side.info, abrun.progress))
+                    abrun.plan, abrun.launch(side, name), side.info, abrun.progress,
+                    launched[label]))
             side.sessions.append(sessions[label])
         _refuse_other_runner(abrun)
         measured = 0.0

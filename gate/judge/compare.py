@@ -213,8 +213,8 @@ SCREENING_METHOD = (
 
 def screening_margin(threshold_pct: float) -> float:
     """The badness (log scale) every round of a screening block must reach to fail: 50%, or
-    three times the SPRT's fail hypothesis for a loose threshold."""
-    return max(math.log(1.5), 3.0 * seq.zone_for(threshold_pct).theta1)
+    twice the SPRT's fail hypothesis (1.5x the threshold) for a loose threshold."""
+    return max(math.log(1.5), 2.0 * seq.zone_for(threshold_pct).theta1)
 
 
 @dataclass(frozen=True)

@@ -315,14 +315,20 @@ class Launch:
     base_url: str | None = None
 
 
-@contextlib.contextmanager
-def open_measured_build(plan: Plan, launch: Launch, info: ServerInfo, progress: Progress
-                 ) -> Iterator[MeasuredBuild]:
-    """A warmed-up session on a healthy server; the server (if the gate started it) is stopped
-    on every way out of the block. `info` is filled in as the server comes up and goes."""
-    if launch.base_url:
-        yield _reach(plan, launch, progress)
-        return
+@dataclass
+class StartedServer:
+    """A `vllm serve` the gate launched and has not yet waited for: starting the servers of
+    an A/B's two builds before waiting for either lets their start-ups (a minute each on a
+    small runner, most of it importing vLLM) overlap."""
+
+    server: VllmServer
+    timings: dict[str, float]
+    started: float
+
+
+def start_server(plan: Plan, launch: Launch, info: ServerInfo, progress: Progress
+                 ) -> StartedServer:
+    """Launch the build's server (not yet healthy). The caller stops it on every way out."""
     timings: dict[str, float] = {}
     with timed(timings, "model_s"):
         model = _model_folder(plan, launch, progress)
@@ -332,9 +338,24 @@ def open_measured_build(plan: Plan, launch: Launch, info: ServerInfo, progress: 
                         env=launch.env)
     info.base_url, info.command, info.log_path = server.base_url, server.command, str(log_path)
     progress(f"{launch.label}: starting vllm serve (log: {log_path})")
+    started = time.monotonic()
+    server.start()
+    return StartedServer(server, timings, started)
+
+
+@contextlib.contextmanager
+def open_measured_build(plan: Plan, launch: Launch, info: ServerInfo, progress: Progress,
+                        started: StartedServer | None = None) -> Iterator[MeasuredBuild]:
+    """A warmed-up session on a healthy server; the server (if the gate started it) is stopped
+    on every way out of the block. `info` is filled in as the server comes up and goes.
+    `started`: a server start_server launched already (its start-up overlapped another's)."""
+    if launch.base_url:
+        yield _reach(plan, launch, progress)
+        return
+    started = started or start_server(plan, launch, info, progress)
+    server, timings = started.server, started.timings
     try:
         with timed(timings, "startup_s"):
-            server.start()
             server.wait_healthy()
         info.startup_s = server.startup_s
         session = MeasuredBuild(plan, launch.label, server.base_url,
