@@ -1,28 +1,25 @@
-"""Sequential paired A/B (`gate ab`) under simulated noise: false fails, decided passes, rounds.
+"""The sequential A/B (`gate ab`) under simulated noise: its error rates at both ends, its rounds
+and runner minutes per tier, and the choice of the A/B design by cost per decided verdict.
 
-Each round gives, per check, the paired log ratio d = log(head/base) of two cells measured
-next to each other in time. The model of d, per round:
+The model of one round's paired log ratio d of a check: change + the offset of the block's
+server pair (sd `between`) + round noise (sd `within`); checks independent (cells of a round
+are in truth correlated, which helps a little). Every trial first calibrates: `--calibration-
+blocks` A/A blocks drawn from the same model (from a noise 1x, 1.5x or 2x SMALLER than the
+truth for the "calibration off" rows) go through gate.judge.noise (estimate_check, pool,
+prior), exactly as `gate calibrate` stores them; the design (blocks at most) is sized by
+gate.judge.sizing from a calibration at its expected spread, as `gate ab` sizes it; then the
+A/B's rounds go through gate.judge.sequential. Reported per verdict: false fail at no change,
+miss (not fail) with one check at 1.5x its threshold (the worst check), rounds and runner
+minutes.
 
-- drain req/min and output tok/s: one drain cell, the two figures 90% correlated;
-- per sweep level, the guided cell's TPOT p50, TPOT p99 and ITL p99 (50% correlated: one cell)
-  and the free cell's TPOT p50 (independent);
-- the structured-output overhead at levels >= 8: guided minus free TPOT p50 d of the round;
-- noise normal, or Student t (`--tails DF`) scaled to the same sd;
-- a slowdown s makes the guided arm (1+s) times slower: drain d - log(1+s), guided latency
-  d + log(1+s) at every level, overhead + log(1+s); the free arm is untouched.
+Tiers: cpu-smoke with the spreads measured on the 2-core runner (round to round: its shipped
+calibration; between server pairs: the A/A means of that calibration's one pair, a rough
+estimate, 1 df; `--calibration FILE` takes both from a schema v2 calibration of blocks), and
+the GPU PR tier (a100-gemma4-26b-pr) with ASSUMED noise, marked so.
 
-Each trial first calibrates: `--calibration-rounds` A/A rounds from the same model give each
-check's prior sigma (as `gate calibrate` would, gate.judge.noise.estimate_check), worth rounds - 1
-degrees of freedom. Then rounds are added one at a time and judged by gate.judge.sequential
-(observe, next_action) until every check is decided, a check fails, or `--max-rounds` is spent.
-
-Default noise (sd of d per round) is a first guess for this 2-core CPU (drain 10%, TPOT p50
-8%, TPOT p99 15%, ITL p99 20%) and an assumed 2% on a GPU (3% for p99 figures); pass measured
-values (`gate calibrate`) to rerun. Thresholds are the plans': drain and TPOT p50 10%; p99
-not judged (cpu-smoke) or 20% (GPU plans); overhead `--overhead-pct`.
-
-    .venv/bin/python benchmarks/noise_simulation.py                  # about a minute
-    .venv/bin/python benchmarks/noise_simulation.py --cpu-tpot-pct 4 --cpu-drain-pct 5
+    .venv/bin/python benchmarks/noise_simulation.py                 # about a minute
+    .venv/bin/python benchmarks/noise_simulation.py --tier cpu --calibration \\
+        ~/.cache/gate/noise/cpu-smoke--cpu-....yaml
 """
 
 from __future__ import annotations
@@ -31,324 +28,351 @@ import argparse
 import math
 import sys
 import time
-from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
+from tabulate import tabulate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from gate.judge import noise as noise_mod  # noqa: E402
 from gate.judge import sequential as seq  # noqa: E402
-from gate.judge.noise import FALLBACK_PRIOR_DF, estimate_check  # noqa: E402
-from gate.judge.verdict import Outcome, worst  # noqa: E402
-from gate.plan.spec import load_plan  # noqa: E402
-from gate.plan.thresholds import CPU_RUN_NOISE_PCT, GPU_RUN_NOISE_PCT  # noqa: E402
+from gate.judge.ab_design import CALIBRATION_BLOCKS  # noqa: E402
+from gate.judge.checks import HIGHER, LOWER  # noqa: E402
+from gate.judge.sizing import Cost, Layout, Runs, Spread, draw, size, verdicts  # noqa: E402
 
 
 @dataclass(frozen=True)
-class Setting:
+class CheckModel:
     name: str
-    levels: tuple[int, ...]
-    drain: float  # sd of d per round (log scale)
-    tpot50: float
-    tpot99: float
-    itl99: float
-    threshold: float  # drain and TPOT p50, %
-    p99_thresholds: tuple[float, float] | None  # TPOT p99, ITL p99, %; None: not judged
-    overhead_threshold: float
-    fallback_pct: float  # Thresholds.run_noise_pct of this hardware kind
+    threshold: float  # %
+    direction: str
+    between: float  # sd of a server pair's offset (log)
+    within: float  # sd of a round on one pair (log)
 
 
 @dataclass(frozen=True)
-class Model:
-    """The checks of a setting and how to draw one round of their d values."""
+class Tier:
+    name: str
+    checks: tuple[CheckModel, ...]
+    servers: str  # persistent or per_round
+    rounds_per_block: int
+    cost: Cost
+    assumed: str  # what is assumed rather than measured ("" when nothing)
 
-    setting: Setting
-    specs: tuple[tuple[str, float, str], ...]  # (name, threshold %, direction)
-    sigma: np.ndarray  # true sd of d per check (for display)
-    keep: tuple[int, ...] = ()  # the drawn columns that are judged checks (in specs' order)
+    @property
+    def pairs_per_block(self) -> int:
+        return self.rounds_per_block if self.servers == "per_round" else 1
 
-    def draw(self, rng: np.random.Generator, rounds: int, slowdown: float, tails: float | None,
-             scale: float = 1.0) -> np.ndarray:
-        """rounds x checks matrix of d; `scale` multiplies the noise (mis-calibration)."""
-        st, lvls = self.setting, self.setting.levels
-        z = _noise(rng, (rounds, 3 + 5 * len(lvls)), tails) * scale
-        eff = math.log1p(slowdown)
-        cols = []
-        shared = z[:, 0]
-        cols.append(-eff + st.drain * (math.sqrt(0.9) * shared + math.sqrt(0.1) * z[:, 1]))
-        cols.append(-eff + st.drain * (math.sqrt(0.9) * shared + math.sqrt(0.1) * z[:, 2]))
-        overhead = []
-        for i, level in enumerate(lvls):
-            c, a, b, e, f = (z[:, 3 + 5 * i + k] for k in range(5))
-            g50 = eff + st.tpot50 * (math.sqrt(0.5) * c + math.sqrt(0.5) * a)
-            cols += [g50, eff + st.tpot99 * (math.sqrt(0.5) * c + math.sqrt(0.5) * b),
-                     eff + st.itl99 * (math.sqrt(0.5) * c + math.sqrt(0.5) * e)]
-            if level >= 8:
-                overhead.append(g50 - st.tpot50 * f)
-        every = np.column_stack(cols + overhead)
-        return every[:, list(self.keep)] if self.keep else every
+    def layout(self, blocks: int) -> Layout:
+        return Layout(blocks, self.rounds_per_block, self.pairs_per_block)
+
+    @property
+    def design(self) -> noise_mod.CalibrationDesign:
+        return noise_mod.CalibrationDesign(servers=self.servers,  # type: ignore[arg-type]
+                                           rounds_per_block=self.rounds_per_block)
 
 
-def _noise(rng: np.random.Generator, shape: tuple[int, int], tails: float | None) -> np.ndarray:
-    if tails is None:
-        return rng.standard_normal(shape)
-    return rng.standard_t(tails, shape) / math.sqrt(tails / (tails - 2.0))
+# ---------------------------------------------------------------- the tiers
 
 
-def build_model(st: Setting) -> Model:
-    hi, lo = "higher_is_better", "lower_is_better"
-    tails = st.p99_thresholds or (0.0, 0.0)
-    specs = [("drain.req_per_min", st.threshold, hi), ("drain.output_tok_s", st.threshold, hi)]
-    sig = [st.drain, st.drain]
-    for level in st.levels:
-        specs += [(f"sweep.c{level}.tpot_p50_ms", st.threshold, lo),
-                  (f"sweep.c{level}.tpot_p99_ms", tails[0], lo),
-                  (f"sweep.c{level}.itl_p99_ms", tails[1], lo)]
-        sig += [st.tpot50, st.tpot99, st.itl99]
-    for level in (lv for lv in st.levels if lv >= 8):
-        specs.append((f"overhead.c{level}.tpot_p50", st.overhead_threshold, lo))
-        sig.append(st.tpot50 * math.sqrt(2.0))
-    judged = [k for k, (name, _, _) in enumerate(specs)
-              if st.p99_thresholds is not None or "p99" not in name]
-    return Model(st, tuple(specs[k] for k in judged), np.array(sig)[judged], tuple(judged))
+def cpu_tier(args: argparse.Namespace) -> Tier:
+    """cpu-smoke on the 2-core runner: round-to-round spreads of the shipped calibration (12
+    rounds on one pair), between-pair offsets `--cpu-between-pct` (default: from that pair's
+    A/A means), costs of a pair (two starts, warm-ups, stops) and of a round as measured."""
+    within = {"drain.req_per_min": 3.16, "sweep.c4.tpot_p50_ms": 4.96,
+              "sweep.c8.tpot_p50_ms": 2.88, "ratio.c8.tpot_p50": 5.09}
+    between = dict.fromkeys(within, args.cpu_between_pct)
+    if args.calibration:
+        between, within = _from_calibration(Path(args.calibration), "persistent", 2)
+    thresholds = {"drain.req_per_min": 10.0, "ratio.c8.tpot_p50": 20.0}
+    checks = tuple(CheckModel(n, thresholds.get(n, 10.0), HIGHER if n.startswith("drain") else
+                              LOWER, between[n] / 100, within[n] / 100) for n in within)
+    return Tier("cpu-smoke", checks, "persistent", args.rounds_per_block,
+                Cost(args.cpu_pair_s, args.cpu_round_s), "")
+
+
+def gpu_tier(args: argparse.Namespace) -> Tier:
+    """a100-gemma4-26b-pr: one level (64), per_round servers, ASSUMED noise and costs."""
+    w, b = args.gpu_within_pct / 100, args.gpu_between_pct / 100
+    checks = (CheckModel("sweep.c64.tpot_p50_ms", 10.0, LOWER, b, w),
+              CheckModel("sweep.c64.tpot_p99_ms", 20.0, LOWER, b, 1.5 * w),
+              CheckModel("sweep.c64.itl_p99_ms", 20.0, LOWER, b, 1.5 * w),
+              CheckModel("ratio.c64.tpot_p50", 20.0, LOWER, b, w * math.sqrt(2)))
+    return Tier("a100-gemma4-26b-pr", checks, "per_round", 2,
+                Cost(2 * args.gpu_start_s, args.gpu_round_s, per_round_servers=True),
+                f"noise assumed: {args.gpu_within_pct:g}% between rounds, "
+                f"{args.gpu_between_pct:g}% between servers; a server start assumed "
+                f"{args.gpu_start_s:.0f} s")
+
+
+def _from_calibration(path: Path, servers: str, size_: int) -> tuple[dict, dict]:
+    """Between-pair and round-to-round spreads (%) per check from a stored calibration."""
+    cal = noise_mod.load_calibration(path)
+    design = noise_mod.CalibrationDesign(servers=servers, rounds_per_block=size_)  # type: ignore[arg-type]
+    between, within = {}, {}
+    for name in cal.runs[0].checks:
+        spread = noise_mod.pool(cal.runs, name, design).spread()
+        if spread is not None:
+            between[name], within[name] = 100 * spread.between, 100 * spread.within
+    if not between:
+        raise SystemExit(f"{path}: no blocks of {size_} rounds measured")
+    return between, within
+
+
+# ---------------------------------------------------------------- calibrate, then A/B
+
+
+def calibrate(rng: np.random.Generator, tier: Tier, off: float, blocks: int
+              ) -> tuple[list[seq.CheckSpec], list[Spread]]:
+    """Check specs whose priors come from a simulated `gate calibrate` of `blocks` blocks, its
+    noise `off` times smaller than the truth, and the spreads gate ab sizes its design by."""
+    specs, spreads = [], []
+    for c in tier.checks:
+        spread = Spread(c.between / off, c.within / off)
+        d = draw(rng, spread, 0.0, 1, tier.layout(blocks))[0]
+        check = noise_mod.estimate_check(c.name, [(1.0, math.exp(v)) for v in d],
+                                         tier.rounds_per_block)
+        run = noise_mod.CalibrationRun(provenance=noise_mod.make_provenance(),
+                                       design=tier.design, checks={c.name: check})
+        pooled = noise_mod.pool([run], c.name, tier.design)
+        specs.append(seq.CheckSpec(c.name, c.threshold, c.direction,  # type: ignore[arg-type]
+                                   pooled.prior("simulated")))
+        spreads.append(pooled.spread_ucb())
+    return specs, spreads
+
+
+def sized(tier: Tier, specs: list[seq.CheckSpec], spreads: list[Spread], paths: int
+          ) -> seq.Design:
+    """The design gate ab sizes from this calibration (gate.judge.ab_design)."""
+    return size(specs, spreads, tier.rounds_per_block, tier.cost, paths=paths).design
 
 
 @dataclass(frozen=True)
-class Design:
-    max_rounds: int
-    confidence: float
-    rho: float
-    calibration_rounds: int | None  # None: no profile, the labelled fallback constant
-    kind: str = "sequential"  # or "fixed" (one look after max_rounds) or "naive" (no spending)
-    tails: float | None = None
-    scale: float = 1.0  # true noise / calibrated noise
+class Scenario:
+    """What the simulated A/Bs meet: the change of each check, how many A/Bs, and (the stress
+    case) offsets drawn otherwise than the model's normal spread."""
+
+    changes: list[float]
+    paths: int
+    offsets: object = None  # None, or offsets(rng, paths, design) -> paths x rounds
 
 
-def _specs(model: Model, design: Design, rng: np.random.Generator) -> list[seq.CheckSpec]:
-    """Check specs with priors from a simulated calibration (or the fallback constant)."""
-    if design.calibration_rounds is None:
-        sigma = math.sqrt(2.0) * math.log1p(model.setting.fallback_pct / 100.0)
-        return [seq.CheckSpec(n, t, d, sigma, FALLBACK_PRIOR_DF) for n, t, d in model.specs]
-    aa = model.draw(rng, design.calibration_rounds, 0.0, design.tails)
-    out = []
-    for k, (name, thr, direction) in enumerate(model.specs):
-        # estimate_check takes (base, head) figures: base 1, head exp(d)
-        noise = estimate_check(name, [(1.0, float(np.exp(v))) for v in aa[:, k]])
-        out.append(seq.CheckSpec(name, thr, direction, noise.sigma, noise.prior_df))
-    return out
-
-
-def _look_outcomes(specs: list[seq.CheckSpec], d: np.ndarray, conf: float) -> list[Outcome]:
-    return [seq.decide(seq.paired_interval(d[:, k], s.prior_sigma, s.prior_df, conf),
-                       s.threshold_pct, s.direction) for k, s in enumerate(specs)]
+def run_ab(rng: np.random.Generator, tier: Tier, specs: list[seq.CheckSpec], design: seq.Design,
+           scenario: Scenario) -> tuple[np.ndarray, np.ndarray]:
+    """Verdict codes (1 fail, -1 pass, 0 inconclusive) and rounds used of the scenario's A/Bs."""
+    codes, ats = [], []
+    layout = tier.layout(design.max_blocks)
+    for c, spec, change in zip(tier.checks, specs, scenario.changes, strict=True):
+        # badness: `change` is on the bad side whatever the check's direction
+        between = 0.0 if scenario.offsets is not None else c.between
+        b = draw(rng, Spread(between, c.within), change, scenario.paths, layout)
+        if scenario.offsets is not None:
+            b = b + scenario.offsets(rng, scenario.paths, design)  # type: ignore[operator]
+        p = seq.run_paths(b, spec, design)
+        codes.append(p.code)
+        ats.append(np.where(p.at > 0, p.at, design.max_rounds + 1))
+    return verdicts(Runs(np.array(codes), np.array(ats)), design.max_rounds)
 
 
 @dataclass
-class Tally:
-    outcomes: Counter
-    rounds: list[int]
-
-    def rate(self, outcome: Outcome) -> float:
-        return self.outcomes[outcome] / max(len(self.rounds), 1)
-
-
-def judge_rounds(specs: list[seq.CheckSpec], d: np.ndarray, design: Design) -> tuple[Outcome, int]:
-    """Judge the rounds of `d` (rounds x checks) as `design` says: (overall outcome, rounds used)."""
-    k = len(specs)
-    if design.kind == "fixed":
-        conf = seq.look_confidence(1, 1, k, design.confidence)
-        return worst(_look_outcomes(specs, d, conf)), design.max_rounds
-    if design.kind == "naive":  # stop when decided, every look at the fixed design's level
-        conf = seq.look_confidence(1, 1, k, design.confidence)
-        for n in range(1, design.max_rounds + 1):
-            outcomes = _look_outcomes(specs, d[:n], conf)
-            if Outcome.FAIL in outcomes or all(o == Outcome.PASS for o in outcomes):
-                break
-        return worst(outcomes), n
-    state = seq.start(seq.SequentialDesign(design.max_rounds, k, design.confidence, design.rho), specs)
-    for n in range(1, design.max_rounds + 1):
-        state = seq.observe(state, {s.name: d[:n, i] for i, s in enumerate(specs)})
-        action = seq.next_action(state)
-        if action.stop:
-            return action.outcome, n
-    raise AssertionError("next_action must stop at max_rounds")
+class Row:
+    false_fail: float
+    miss: float
+    aa_rounds: float
+    miss_rounds: float
+    aa_pass: float
 
 
-def trial(model: Model, design: Design, slowdown: float, rng: np.random.Generator) -> tuple[Outcome, int]:
-    """One A/B: calibrate, draw max_rounds rounds, judge them."""
-    specs = _specs(model, design, rng)
-    d = model.draw(rng, design.max_rounds, slowdown, design.tails, design.scale)
-    return judge_rounds(specs, d, design)
+def evaluate(tier: Tier, off: float, args: argparse.Namespace, offsets=None
+             ) -> tuple[Row, float]:
+    """Rates over `args.calibrations` simulated calibrations, each sizing its own design and
+    judging `args.paths` A/Bs; and the median design's maximum rounds."""
+    rng = np.random.default_rng([args.seed, int(off * 100)])
+    aa_codes, aa_used, misses, miss_used, maxima = [], [], [], [], []
+    for _ in range(args.calibrations):
+        specs, spreads = calibrate(rng, tier, off, args.calibration_blocks)
+        design = sized(tier, specs, spreads, args.sizing_paths)
+        maxima.append(design.max_rounds)
+        v, u = run_ab(rng, tier, specs, design, Scenario([0.0] * len(specs), args.paths, offsets))
+        aa_codes.append(v)
+        aa_used.append(u)
+        worst_miss, worst_used = -1.0, u
+        for k, spec in enumerate(specs):
+            changes = [0.0] * len(specs)
+            changes[k] = seq.zone_for(spec.threshold_pct).theta1
+            v1, u1 = run_ab(rng, tier, specs, design, Scenario(changes, args.paths, offsets))
+            if np.mean(v1 != 1) > worst_miss:
+                worst_miss, worst_used = float(np.mean(v1 != 1)), u1
+        misses.append(worst_miss)
+        miss_used.append(worst_used)
+    codes, used = np.concatenate(aa_codes), np.concatenate(aa_used)
+    return Row(float(np.mean(codes == 1)), float(np.mean(misses)), float(np.median(used)),
+               float(np.median(np.concatenate(miss_used))), float(np.mean(codes == -1))), \
+        float(np.median(maxima))
 
 
-def single_check_trials(design: Design, sigma: float, threshold: float, n: int, seed: int) -> Tally:
-    """One latency check whose true change is exactly its threshold: the worst case for a false
-    fail, where any inflation by optional stopping shows most."""
-    rng = np.random.default_rng([seed, 7])
-    tally = Tally(Counter(), [])
-    effect = math.log1p(threshold / 100.0)
-    for _ in range(n):
-        aa = rng.normal(0.0, sigma, design.calibration_rounds or 2)
-        noise = estimate_check("x", [(1.0, float(np.exp(v))) for v in aa])
-        spec = seq.CheckSpec("x", threshold, "lower_is_better", noise.sigma, noise.prior_df)
-        d = rng.normal(effect, sigma, (design.max_rounds, 1))
-        outcome, rounds = judge_rounds([spec], d, design)
-        tally.outcomes[outcome] += 1
-        tally.rounds.append(rounds)
-    return tally
+def minutes(tier: Tier, rounds: float) -> float:
+    blocks = math.ceil(rounds / tier.rounds_per_block)
+    return blocks * tier.cost.block_s(tier.rounds_per_block) / 60.0
 
 
-def run_trials(model: Model, design: Design, slowdown: float, n: int, seed: int) -> Tally:
-    rng = np.random.default_rng([seed, int(slowdown * 1000), n])
-    tally = Tally(Counter(), [])
-    for _ in range(n):
-        outcome, rounds = trial(model, design, slowdown, rng)
-        tally.outcomes[outcome] += 1
-        tally.rounds.append(rounds)
-    return tally
+def tier_table(tier: Tier, args: argparse.Namespace) -> list[list]:
+    rows = []
+    for off in (1.0, 1.5, 2.0):
+        row, most = evaluate(tier, off, args)
+        rows.append([
+            "exact" if off == 1.0 else f"{off:g}x too small", f"{row.false_fail:.2%}",
+            f"{row.miss:.1%}", f"{row.aa_pass:.0%}", f"{row.aa_rounds:.0f}",
+            f"{minutes(tier, row.aa_rounds):.0f}", f"{row.miss_rounds:.0f}",
+            f"{most:.0f} ({minutes(tier, most):.0f} min)"])
+    return rows
 
 
-# ---------------------------------------------------------------- tables
+TIER_HEADERS = ["calibration", "false fail, no change", "miss at 1.5x threshold",
+                "A/A pass", "A/A rounds (median)", "A/A runner min (median)",
+                "rounds at 1.5x (median)", "design: rounds at most (median)"]
 
 
-SCENARIOS = (("A/A", 0.0), ("10% (at threshold)", 0.10), ("25% slower", 0.25), ("2x slower", 1.0))
+# ---------------------------------------------------------------- the design choice
 
 
-def _row(label: str, t: Tally) -> str:
-    r = np.array(t.rounds)
-    return (f"| {label:22s} | {len(r):5d} | {t.rate(Outcome.FAIL):6.1%} | {t.rate(Outcome.PASS):6.1%} | "
-            f"{t.rate(Outcome.INCONCLUSIVE):6.1%} | {np.median(r):4.0f} | {np.percentile(r, 90):4.0f} | "
-            f"{np.mean(r == 1):6.1%} |")
-
-
-HEAD = ("| scenario               | trials | fail   | pass   | inconcl. | rounds p50 | p90 | "
-        "decided in round 1 |\n|---|---|---|---|---|---|---|---|")
-
-
-def scenario_table(model: Model, design: Design, trials: int, effect_trials: int, seed: int) -> dict:
-    print(HEAD)
-    out = {}
-    for label, s in SCENARIOS:
-        t = run_trials(model, design, s, trials if s == 0.0 else effect_trials, seed)
-        out[label] = t
-        print(_row(label, t))
+def design_costs(tier: Tier, args: argparse.Namespace) -> list[list]:
+    """Cost per decided verdict of the A/B designs this runner could use, A/A and at 1.5x."""
+    out = []
+    for label, changed in _designs(tier):
+        row, most = evaluate(changed, 1.0, replace_args(args, calibrations=args.calibrations // 2))
+        per_decided = minutes(changed, row.aa_rounds) / max(row.aa_pass, 1e-9)
+        out.append([label, f"{changed.cost.block_s(changed.rounds_per_block):.0f}",
+                    f"{row.false_fail:.2%}", f"{row.miss:.1%}", f"{row.aa_pass:.0%}",
+                    f"{minutes(changed, row.aa_rounds):.1f}", f"{per_decided:.1f}",
+                    f"{minutes(changed, most):.0f}"])
+    out.append(_no_restarts(tier, args))
     return out
 
 
-def inflation_table(model: Model, design: Design, trials: int, seed: int) -> None:
-    alpha_half = (1.0 - design.confidence) / 2.0
-    sigma = model.setting.tpot50
-    print(f"| design | one check at its threshold: fail (bound {alpha_half:.1%}) | rounds p50 | "
-          f"all checks, A/A: fail | A/A pass |\n|---|---|---|---|---|")
-    for kind, label in (("sequential", f"stop when decided, spending over {design.max_rounds} looks (gate)"),
-                        ("fixed", f"fixed n = {design.max_rounds}, one look"),
-                        ("naive", "stop when decided, no spending (what not to do)")):
-        d = replace(design, kind=kind)
-        one = single_check_trials(d, sigma, model.setting.threshold, 5 * trials, seed)
-        aa = run_trials(model, d, 0.0, trials, seed + 1)
-        print(f"| {label} | {one.rate(Outcome.FAIL):.2%} | {np.median(one.rounds):.0f} | "
-              f"{aa.rate(Outcome.FAIL):.2%} | {aa.rate(Outcome.PASS):.1%} |")
+def _designs(tier: Tier):
+    per_round_cost = Cost(tier.cost.pair_s, tier.cost.round_s, per_round_servers=True)
+    for size_ in (2, 4, 6):
+        yield (f"persistent, fresh pair every {size_} rounds",
+               replace(tier, rounds_per_block=size_, servers="persistent"))
+    yield ("fresh pair every round (per_round), looks every 2",
+           replace(tier, servers="per_round", rounds_per_block=2, cost=per_round_cost))
 
 
-def robustness_table(model: Model, design: Design, trials: int, seed: int) -> None:
-    print("| noise unlike the model | A/A false fail | at threshold: fail | A/A pass | 2x caught |\n"
-          "|---|---|---|---|---|")
-    cases = (("as modelled", {}), ("heavy tails (t, 4 df)", {"tails": 4.0}),
-             ("true noise 1.5x the profile", {"scale": 1.5}),
-             (f"no profile: fallback {model.setting.fallback_pct:g}%, {FALLBACK_PRIOR_DF:g} df",
-              {"calibration_rounds": None}))
-    for label, change in cases:
-        d = replace(design, **change)
-        aa, at = run_trials(model, d, 0.0, trials, seed), run_trials(model, d, 0.10, trials, seed + 1)
-        two = run_trials(model, d, 1.0, max(trials // 4, 50), seed + 2)
-        print(f"| {label} | {aa.rate(Outcome.FAIL):.2%} | {at.rate(Outcome.FAIL):.2%} | "
-              f"{aa.rate(Outcome.PASS):.1%} | {two.rate(Outcome.FAIL):.1%} |")
+def _no_restarts(tier: Tier, args: argparse.Namespace) -> list:
+    """The design before: one pair for the whole A/B, calibrated on one pair (its offsets in
+    no interval). Cheapest per verdict; its false fails follow the offsets: as modelled, and
+    with the offsets measured before the allocator fix."""
+    rng = np.random.default_rng([args.seed, 99])
+    design = seq.Design(2, 6, len(tier.checks))
+    specs = [seq.CheckSpec(c.name, c.threshold, c.direction, seq.Prior(  # type: ignore[arg-type]
+        block_sd=c.within / math.sqrt(2), block_df=11, within_sd=c.within, within_df=11,
+        round_sd=c.within, round_df=11)) for c in tier.checks]
+    mixture = mixture_offsets(0.10, 0.24, 0.2)
+    rates, used = [], []
+    for offsets in (None, mixture):
+        codes, ats = [], []
+        for c, spec in zip(tier.checks, specs, strict=True):
+            one_pair = draw(rng, Spread(0.0 if offsets else c.between, c.within), 0.0,
+                            args.calibrations * args.paths, Layout(1, design.max_rounds))
+            if offsets is not None:
+                whole = seq.Design(design.max_rounds, 1)
+                one_pair = one_pair + offsets(rng, one_pair.shape[0], whole)
+            p = seq.run_paths(one_pair, spec, design)
+            codes.append(p.code)
+            ats.append(np.where(p.at > 0, p.at, design.max_rounds + 1))
+        v, u = verdicts(Runs(np.array(codes), np.array(ats)), design.max_rounds)
+        rates.append(float(np.mean(v == 1)))
+        used.append(float(np.median(u)))
+    a_a = tier.cost.pair_s + used[0] * tier.cost.round_s
+    return ["one pair for the whole A/B (before; offsets in no interval)",
+            f"{tier.cost.pair_s:.0f} once", f"{rates[0]:.2%}; {rates[1]:.1%} with 10-24% "
+            "offsets in 1 of 5 pairs", "-", "-", f"{a_a / 60:.1f}", "-", "-"]
 
 
-def sigma_sweep(base: Setting, design: Design, trials: int, seed: int) -> None:
-    """A/A decided-pass rate against the noise of drain and TPOT p50 (p99 figures scaled alike),
-    with the design's calibration and with half as many A/A rounds behind the profile."""
-    few = max(2, (design.calibration_rounds or 4) // 2)
-    print(f"| sd of d: drain = TPOT p50 | A/A pass | A/A rounds p50 | A/A pass, profile of {few} "
-          "rounds | 25% caught | 25% rounds p50 |\n|---|---|---|---|---|---|")
-    for pct in (2, 3, 4, 5, 6, 8):
-        s = pct / 100.0
-        st = replace(base, drain=s, tpot50=s, tpot99=s * base.tpot99 / base.tpot50,
-                     itl99=s * base.itl99 / base.tpot50)
-        m = build_model(st)
-        aa, slow = run_trials(m, design, 0.0, trials, seed), run_trials(m, design, 0.25, trials, seed + 1)
-        aa_few = run_trials(m, replace(design, calibration_rounds=few), 0.0, trials, seed + 2)
-        print(f"| {pct}% | {aa.rate(Outcome.PASS):.1%} | {np.median(aa.rounds):.0f} | "
-              f"{aa_few.rate(Outcome.PASS):.1%} | {slow.rate(Outcome.FAIL):.1%} | {np.median(slow.rounds):.0f} |")
+DESIGN_HEADERS = ["design", "runner s per block", "false fail", "miss at 1.5x", "A/A pass",
+                  "A/A runner min (median)", "min per decided A/A verdict", "min at most"]
 
 
-def settings(args: argparse.Namespace) -> dict[str, Setting]:
-    g = args.gpu_pct / 100.0
-    return {
-        # cpu-smoke: its sweep levels, tails (TPOT p99, ITL p99) not judged
-        "cpu": Setting("cpu", tuple(args.cpu_levels), args.cpu_drain_pct / 100,
-                       args.cpu_tpot_pct / 100,
-                       args.cpu_tpot99_pct / 100, args.cpu_itl99_pct / 100, args.threshold_pct,
-                       None, args.overhead_pct, CPU_RUN_NOISE_PCT),
-        "gpu": Setting("gpu", (1, 8, 16, 32, 64), g, g, 1.5 * g, 1.5 * g, args.threshold_pct,
-                       (20.0, 20.0), args.overhead_pct, GPU_RUN_NOISE_PCT),
-    }
+def replace_args(args: argparse.Namespace, **changes) -> argparse.Namespace:
+    return argparse.Namespace(**{**vars(args), **changes})
+
+
+# ---------------------------------------------------------------- the stress case
+
+
+def mixture_offsets(low: float, high: float, share: float):
+    """Offsets as measured before cpu-smoke's allocator fix: most pairs agree, `share` of them
+    differ by `low`..`high` (either sign), whole blocks at a time."""
+    def offsets(rng: np.random.Generator, paths: int, design: seq.Design) -> np.ndarray:
+        blocks = design.max_blocks
+        big = rng.random((paths, blocks)) < share
+        size_ = rng.uniform(low, high, (paths, blocks)) * rng.choice([-1, 1], (paths, blocks))
+        return np.repeat(np.where(big, np.log1p(size_), 0.0), design.rounds_per_block, axis=1)
+    return offsets
+
+
+def stress_row(tier: Tier, args: argparse.Namespace) -> list:
+    """False fails when 20% of server pairs are 10-24% apart, calibrated on such pairs too."""
+    spread = math.sqrt(0.2 * np.mean(np.log1p(np.linspace(0.10, 0.24, 50)) ** 2))
+    stressed = replace(tier, checks=tuple(replace(c, between=spread) for c in tier.checks))
+    row, most = evaluate(stressed, 1.0, args, mixture_offsets(0.10, 0.24, 0.2))
+    return ["exact; 10-24% offsets in 1 of 5 pairs (before the allocator fix)",
+            f"{row.false_fail:.2%}", f"{row.miss:.1%}", f"{row.aa_pass:.0%}",
+            f"{row.aa_rounds:.0f}", f"{minutes(stressed, row.aa_rounds):.0f}",
+            f"{row.miss_rounds:.0f}", f"{most:.0f} ({minutes(stressed, most):.0f} min)"]
+
+
+# ---------------------------------------------------------------- main
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--trials", type=int, default=1000, help="A/A trials per setting")
-    p.add_argument("--effect-trials", type=int, default=500, help="trials per slowdown scenario")
-    p.add_argument("--side-trials", type=int, default=400, help="trials per row of the side tables")
-    p.add_argument("--setting", choices=("cpu", "gpu"), action="append")
-    p.add_argument("--max-rounds", type=int, default=6)
-    p.add_argument("--confidence", type=float, default=0.95)
-    p.add_argument("--rho", type=float, default=seq.DEFAULT_SPENDING_RHO, help="spending exponent")
-    p.add_argument("--calibration-rounds", type=int, default=20)
-    p.add_argument("--threshold-pct", type=float, default=10.0, help="drain and TPOT p50")
-    p.add_argument("--overhead-pct", type=float, default=20.0, help="guided/free overhead change")
-    p.add_argument("--cpu-levels", type=lambda t: [int(v) for v in t.split(",")],
-                   default=load_plan("cpu-smoke").sweep.levels,
-                   help="sweep levels of the cpu setting (comma-separated; default: cpu-smoke's)")
-    p.add_argument("--cpu-drain-pct", type=float, default=10.0)
-    p.add_argument("--cpu-tpot-pct", type=float, default=8.0)
-    p.add_argument("--cpu-tpot99-pct", type=float, default=15.0)
-    p.add_argument("--cpu-itl99-pct", type=float, default=20.0)
-    p.add_argument("--gpu-pct", type=float, default=2.0)
-    p.add_argument("--no-side-tables", action="store_true", help="only the scenario tables")
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--tier", choices=("cpu", "gpu"), action="append")
+    p.add_argument("--calibrations", type=int, default=150, help="simulated calibrations")
+    p.add_argument("--paths", type=int, default=20, help="A/Bs per calibration and scenario")
+    p.add_argument("--sizing-paths", type=int, default=1000,
+                   help="paths of each design's sizing (gate ab uses 2000)")
+    p.add_argument("--calibration-blocks", type=int, default=CALIBRATION_BLOCKS)
+    p.add_argument("--rounds-per-block", type=int, default=2)
+    p.add_argument("--calibration", help="a schema v2 calibration file: the cpu tier's spreads")
+    p.add_argument("--cpu-between-pct", type=float, default=2.0,
+                   help="sd of a server pair's offset on the CPU runner, %% (default: from the "
+                   "shipped calibration's one pair: rough)")
+    p.add_argument("--cpu-pair-s", type=float, default=70.0,
+                   help="runner s to start, warm up and stop both cpu-smoke servers")
+    p.add_argument("--cpu-round-s", type=float, default=65.0,
+                   help="runner s of one cpu-smoke round of both builds")
+    p.add_argument("--gpu-within-pct", type=float, default=2.0)
+    p.add_argument("--gpu-between-pct", type=float, default=2.0)
+    p.add_argument("--gpu-start-s", type=float, default=300.0, help="one server start, s")
+    p.add_argument("--gpu-round-s", type=float, default=220.0, help="a round of both builds, s")
+    p.add_argument("--no-design-table", action="store_true")
     p.add_argument("--seed", type=int, default=0)
     return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    design = Design(args.max_rounds, args.confidence, args.rho, args.calibration_rounds)
-    for name in args.setting or ["cpu", "gpu"]:
-        st = settings(args)[name]
-        model = build_model(st)
-        start = time.monotonic()
-        print(f"\n## {name}: {len(model.specs)} checks, levels {list(st.levels)}, max {args.max_rounds} "
-              f"rounds, {args.confidence:.0%} simultaneous, spending rho={args.rho:g}, profile from "
-              f"{args.calibration_rounds} A/A rounds")
-        tails = (f"p99 {st.p99_thresholds[0]:g}%, {st.p99_thresholds[1]:g}%"
-                 if st.p99_thresholds else "p99 not judged")
-        print(f"sd of d per round: drain {st.drain:.1%}, TPOT p50 {st.tpot50:.1%}, TPOT p99 "
-              f"{st.tpot99:.1%}, ITL p99 {st.itl99:.1%}, overhead {st.tpot50 * math.sqrt(2):.1%}; "
-              f"thresholds {st.threshold:g}% / {tails} / overhead {st.overhead_threshold:g}%\n")
-        tallies = scenario_table(model, design, args.trials, args.effect_trials, args.seed)
-        if not args.no_side_tables:
-            print(f"\nOptional stopping against a fixed number of rounds (one check with the sd of TPOT "
-                  f"p50: {5 * args.side_trials} trials; all checks: {args.side_trials} trials):\n")
-            inflation_table(model, design, args.side_trials, args.seed + 10)
-            print("\nWhen the noise is not what the model says:\n")
-            robustness_table(model, design, args.side_trials, args.seed + 20)
-            print("\nA/A decided passes against the noise (other figures scaled alike):\n")
-            sigma_sweep(st, design, args.side_trials // 2, args.seed + 30)
-        aa = tallies["A/A"]
-        print(f"\n{name}: A/A false fails {aa.outcomes[Outcome.FAIL]} of {len(aa.rounds)} "
-              f"({aa.rate(Outcome.FAIL):.2%}; requirement <= 1%)  [{time.monotonic() - start:.0f} s]")
+    for name in args.tier or ["cpu", "gpu"]:
+        started = time.monotonic()
+        tier = cpu_tier(args) if name == "cpu" else gpu_tier(args)
+        spreads = ", ".join(f"{c.name} {c.between:.1%}/{c.within:.1%}" for c in tier.checks)
+        print(f"\n## {tier.name}: {tier.servers} servers, blocks of {tier.rounds_per_block} "
+              f"rounds, calibration of {args.calibration_blocks} blocks; spread between server "
+              f"pairs / between rounds: {spreads}" + (f"; ASSUMED: {tier.assumed}"
+                                                      if tier.assumed else "") + "\n")
+        rows = tier_table(tier, args)
+        if name == "cpu":
+            rows.append(stress_row(tier, args))
+        print(tabulate(rows, headers=TIER_HEADERS, tablefmt="github", disable_numparse=True))
+        if name == "cpu" and not args.no_design_table:
+            print("\nThe A/B design, by cost per decided verdict (calibration exact):\n")
+            print(tabulate(design_costs(tier, args), headers=DESIGN_HEADERS, tablefmt="github",
+                           disable_numparse=True))
+        print(f"\n[{time.monotonic() - started:.0f} s]")
     return 0
 
 

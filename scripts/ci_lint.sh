@@ -3,6 +3,7 @@
 #
 #   ruff        the gate package, tests and benchmarks
 #   lint-imports the layer contract of the stages (a module imports only its own and lower packages)
+#   mypy        the gate package, typed (pyproject.toml [tool.mypy])
 #   actionlint  workflows/*.yml (custom runner labels in scripts/actionlint.yaml), with
 #               ShellCheck on every run: script
 #   ShellCheck  the run: scripts of action.yml (actionlint reads workflows, not actions)
@@ -23,7 +24,7 @@ fi
 python="$(command -v python || command -v python3)"
 
 missing=()
-for tool in ruff lint-imports actionlint shellcheck zizmor; do
+for tool in ruff lint-imports mypy actionlint shellcheck zizmor; do
   command -v "$tool" > /dev/null || missing+=("$tool")
 done
 if [ "${#missing[@]}" -gt 0 ]; then
@@ -37,6 +38,9 @@ ruff check gate tests benchmarks || status=1
 
 echo "== import-linter (the stages' layer order, pyproject.toml [tool.importlinter])"
 lint-imports || status=1
+
+echo "== mypy (gate/)"
+mypy || status=1
 
 
 echo "== actionlint $(actionlint -version | head -n 1)"
@@ -63,8 +67,8 @@ for step in steps:
 sys.exit(1 if bad else 0)
 PY
 
-echo "== shellcheck (scripts, .ci/run)"
-shellcheck -s bash -S warning scripts/*.sh .ci/run || status=1
+echo "== shellcheck (scripts, benchmarks, .ci/run)"
+shellcheck -s bash -S warning scripts/*.sh benchmarks/*.sh .ci/run || status=1
 
 echo "== zizmor $(zizmor --version) (auditor persona)"
 zizmor --persona auditor --offline --no-progress --min-severity medium action.yml workflows/*.yml || status=1

@@ -9,7 +9,7 @@ from gate.core.settings import Settings
 from gate.core.store import today
 from gate.judge import baseline as bl
 from gate.judge.checks import results_figures
-from gate.judge.compare import compare_results
+from gate.judge.compare import NoReference, compare_results
 from gate.measure.results import load_results, results_path
 
 
@@ -41,7 +41,7 @@ def handle(args, settings: Settings) -> int:
     why = bl.refuse_branch(branch, args.default_branch, args.force_branch)
     if why:
         raise GateError(f"baseline not updated: {why}")
-    verdict = compare_results(results, None, None, results.plan.thresholds)
+    verdict = compare_results(results, NoReference(), results.plan.thresholds)
     if verdict.errors:
         raise GateError(
             "baseline not updated: the results are not fit to be a baseline:\n"

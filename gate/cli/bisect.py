@@ -72,8 +72,10 @@ def _add_ab_options(p) -> None:
     p.add_argument("--servers", choices=["persistent", "per_round"], help="override ab.servers")
     p.add_argument("--threshold", action="append", metavar="NAME=VALUE",
                    help="override a threshold")
-    p.add_argument("--noise-dir", type=Path, default=Path("baselines") / "noise",
-                   help="where the runner's noise profiles are (default ./baselines/noise)")
+    p.add_argument("--noise-dir", type=Path, action="append",
+                   help="where this runner's calibrations are (repeatable; default "
+                   "./baselines/noise); the cache folder's noise/ is always read too. Without "
+                   "a calibration each A/B screens for gross slowdowns only")
     p.add_argument("--profile", choices=PROFILE_POLICIES, default="auto",
                    help="profile a step's builds after its rounds: auto (when it failed or "
                    "is inconclusive; default), always, never. The first bad commit's hunks "
@@ -98,7 +100,7 @@ def _settings(args, settings: Settings) -> ABSettings:
     profiling = ab.Profiling(args.profile, options, diff_settings(min_share=args.profile_min_share))
     return ABSettings(plan=plan, thresholds=plan.thresholds.with_overrides(
                           assignments(args.threshold, "--threshold")),
-                      noise_dir=args.noise_dir, profiling=profiling,
+                      noise_dirs=args.noise_dir, profiling=profiling,
                       cache_dir=settings.cache_dir, progress=Progress(quiet=args.quiet),
                       step_budget_minutes=args.step_budget_minutes,
                       max_attempts=args.step_attempts)

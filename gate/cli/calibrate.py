@@ -1,50 +1,103 @@
-"""`gate calibrate`: A/A rounds on this runner -> a noise profile for gate ab and gate compare."""
+"""`gate calibrate`: A/A blocks on this runner -> a calibration run for gate ab and gate
+compare, and what the A/B will need on this runner."""
 
 from __future__ import annotations
 
+import math
 import shlex
 import sys
 from pathlib import Path
 
-from gate.cli.common import assignments, int_list
+from gate.cli.common import add_model_runner, assignments, int_list
+from gate.core.errors import GateError
 from gate.core.progress import Progress
 from gate.core.settings import Settings
 from gate.flows import ab, calibrate
-from gate.plan.spec import apply_overrides, load_plan
+from gate.judge.ab_design import CALIBRATION_BLOCKS, calibrated_design
+from gate.judge.noise import DEFAULT_NOISE_DIR, load_all_calibrations, store_run
+from gate.plan.spec import BACKENDS, apply_overrides, load_plan, pin_runner
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
-        "calibrate", help="measure this runner's noise (A/A rounds) and store a noise profile",
-        description="Run the plan's A/B rounds with the same build on both sides (no early "
-        "stop) and store, per check, the spread of the paired head/base ratio across rounds as "
-        "a noise profile for this plan and hardware. gate ab and gate compare use it for their "
-        "intervals; without one they fall back to a labelled constant.",
+        "calibrate", help="measure this runner's noise (A/A blocks) and store a calibration",
+        description="Run the plan's A/B blocks with the same build on both sides (a fresh "
+        "server pair per block, no early stop) and add, per check, the spread of the paired "
+        "head/base ratio between server pairs and between rounds to the calibration of this "
+        "plan and runner. gate ab sizes its sequential test by it and refuses to start "
+        "without one. Prints what an A/B will then need on this runner.",
     )
     p.add_argument("--python", help="the build: interpreter or virtualenv (default: this one)")
     p.add_argument("--env", action="append", metavar="KEY=VALUE",
                    help="environment of the build's servers (repeatable)")
     p.add_argument("--plan", help="plan YAML file or built-in name (default: cpu-smoke)")
-    p.add_argument("--rounds", type=int, default=20,
-                   help="A/A rounds (default 20; at least 3)")
-    p.add_argument("--noise-dir", type=Path, default=Path("baselines") / "noise",
-                   help="where the profile is stored (default ./baselines/noise)")
+    p.add_argument("--blocks", type=int, default=CALIBRATION_BLOCKS,
+                   help=f"A/A blocks, each on a fresh server pair (default {CALIBRATION_BLOCKS}; "
+                   "at least 2; runs pool, so several short calibrations add up)")
+    p.add_argument("--noise-dir", type=Path, default=DEFAULT_NOISE_DIR,
+                   help="where the calibration is stored (default ./baselines/noise; on a "
+                   "persistent runner the cache folder's noise/ keeps it out of the repository)")
     p.add_argument("--out", type=Path, default=Path("gate-calibrate"),
                    help="output folder for the A/A results")
+    p.add_argument("--merge", type=Path, metavar="DIR",
+                   help="measure nothing: add the runs of the calibrations in DIR (another "
+                   "runner's, a CI artifact) to those in --noise-dir; a broken file stops it "
+                   "before anything is written")
     p.add_argument("--levels", type=int_list)
     p.add_argument("--window", type=float, help="override sweep.window_s (seconds per cell)")
+    add_model_runner(p)
+    p.add_argument("--backend", choices=BACKENDS,
+                   help="calibrate the plan with this structured-output backend (its profile "
+                   "is stored as PLAN+BACKEND unless it is the plan's own)")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(handler=handle)
 
 
 def handle(args, settings: Settings) -> int:
-    plan = apply_overrides(load_plan(args.plan), levels=args.levels, window_s=args.window)
+    if args.merge:
+        return merge(args.merge, args.noise_dir)
+    plan = pin_runner(apply_overrides(load_plan(args.plan), levels=args.levels,
+                                      window_s=args.window), args.model_runner)
+    plan = plan.for_backend(args.backend) if args.backend else plan
     build = ab.Build("build", ab.resolve_python(args.python), assignments(args.env, "--env"))
-    command = shlex.join(["gate", *sys.argv[1:]])
-    path, profile = calibrate.calibrate(plan, build, args.rounds, args.out, args.noise_dir,
-                                        Progress(quiet=args.quiet), settings.cache_dir, command)
-    print(f"wrote noise profile {path} ({len(profile.checks)} checks, {args.rounds} A/A rounds)")
-    for name, check in profile.checks.items():
-        print(f"  {name}: sd of the paired log ratio {check.sigma:.4f} "
-              f"(~{check.sigma * 100:.1f}% per round)")
+    done = calibrate.calibrate(calibrate.CalibrateOptions(
+        plan=plan, build=build, blocks=args.blocks, out=args.out, store=args.noise_dir,
+        cache_dir=settings.cache_dir, progress=Progress(quiet=args.quiet),
+        command=shlex.join(["gate", *sys.argv[1:]])))
+    print(f"added a calibration run to {done.path} ({len(done.run.checks)} checks, "
+          f"{args.blocks} A/A blocks of {plan.ab.rounds_per_block} rounds)")
+    if done.run.cost:
+        print(f"  cost: {done.run.cost.pair_s:.0f} s per server pair, "
+              f"{done.run.cost.round_s:.0f} s per round")
+    design = calibrated_design(plan)
+    for name in done.run.checks:
+        pooled = done.noise.pooled(name, design)
+        spread = pooled.spread()
+        if spread is None:
+            continue
+        rounds_share = spread.within**2 / design.rounds_per_block / max(
+            spread.between**2 + spread.within**2 / design.rounds_per_block, 1e-12)
+        print(f"  {name}: block mean sd {math.sqrt(pooled.block_var or 0):.1%} "
+              f"({pooled.block_df} df, {pooled.runs} run(s)); between server pairs "
+              f"{spread.between:.1%}, between rounds {spread.within:.1%} (rounds: "
+              f"{rounds_share:.0%} of a block's variance, what longer cells would shrink)")
+    if done.design is not None:
+        print(f"gate ab on this runner: {done.design.describe()}")
+    else:
+        print(f"gate ab on this runner: cannot decide yet: {done.why_not}")
+    return 0
+
+
+def merge(source: Path, target: Path) -> int:
+    """Add every run of the calibrations in `source` to the matching files in `target`."""
+    if not source.is_dir():
+        raise GateError(f"--merge {source}: not a folder")
+    found = load_all_calibrations(source)  # every file loads, or nothing is written
+    if not found:
+        raise GateError(f"--merge {source}: no calibration files (*.yaml) there")
+    for path, calibration in found:
+        for run in reversed(calibration.runs):  # oldest first: the stored file stays newest first
+            written = store_run(target, calibration.identity, run)
+        print(f"{path.name}: {len(calibration.runs)} run(s) of {calibration.plan} on "
+              f"{calibration.runner_key!r} -> {written}")
     return 0

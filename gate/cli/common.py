@@ -60,3 +60,10 @@ def diff_settings(**fields) -> DiffSettings:
         return DiffSettings(**fields)
     except ValidationError as exc:
         raise invalid("profile diff settings", exc) from None
+
+
+def add_model_runner(p) -> None:
+    """--model-runner: pin the plan's model runner for this command (docs/action.md)."""
+    p.add_argument("--model-runner", choices=["v1", "v2", "auto"],
+                   help="pin vLLM's model runner (VLLM_USE_V2_MODEL_RUNNER=0 or 1 in the "
+                   "server's environment; auto: leave it to vLLM); default: the plan's")

@@ -7,8 +7,14 @@ from pathlib import Path
 from gate.cli.common import assignments
 from gate.core.settings import Settings
 from gate.judge import baseline as bl
-from gate.judge.compare import compare_results
-from gate.judge.noise import noise_for
+from gate.judge.compare import (
+    ABReference,
+    BaselineReference,
+    NoReference,
+    Reference,
+    compare_results,
+)
+from gate.judge.noise import noise_dirs, noise_for
 from gate.judge.verdict import save_verdict
 from gate.measure.results import load_results, results_path
 from gate.report import terminal
@@ -30,9 +36,9 @@ def add_parser(sub) -> None:
                        help="A/B: the base build's results.json (or folder)")
     p.add_argument("--baselines-dir", default="baselines", type=Path,
                    help="where --baseline auto looks (default ./baselines)")
-    p.add_argument("--noise-dir", type=Path, default=Path("baselines") / "noise",
-                   help="where the runner's noise profiles are (gate calibrate); default "
-                   "./baselines/noise")
+    p.add_argument("--noise-dir", type=Path, action="append",
+                   help="where this runner's noise calibrations are (gate calibrate; "
+                   "repeatable); default ./baselines/noise and the cache folder's noise/")
     p.add_argument("--out", type=Path,
                    help="verdict file (default: verdict.json next to HEAD_RESULTS)")
     p.add_argument(
@@ -46,25 +52,21 @@ def handle(args, settings: Settings) -> int:
     head_path = results_path(args.head)
     head = load_results(head_path)
     thresholds = head.plan.thresholds.with_overrides(assignments(args.threshold, "--threshold"))
-    base = baseline = None
-    base_path = baseline_path = None
+    reference: Reference = NoReference()
     if args.against:
         base_path = results_path(args.against)
-        base = load_results(base_path)
+        reference = ABReference(load_results(base_path), str(base_path))
     elif args.baseline:
         if args.baseline == "auto":
             path, baseline = bl.find_baseline(args.baselines_dir, head)
         else:
             path = Path(args.baseline)
             baseline = bl.load_baseline(path)
-        baseline_path = str(path)
-    noise = noise_for(args.noise_dir, head.plan.name, head.plan_hash,
-                      head.fingerprint.hardware_key)
-    verdict = compare_results(
-        head, base, baseline, thresholds, noise=noise,
-        head_path=str(head_path), base_path=str(base_path) if base_path else None,
-        baseline_path=baseline_path,
-    )
+        reference = BaselineReference(baseline, str(path))
+    noise = noise_for(noise_dirs(args.noise_dir, settings.cache_dir), head.plan.name, head.plan_hash,
+                      head.fingerprint)
+    verdict = compare_results(head, reference, thresholds, noise=noise,
+                              head_path=str(head_path))
     out = args.out or head_path.parent / "verdict.json"
     save_verdict(verdict, out)
     print(terminal.render_verdict(verdict))

@@ -8,8 +8,10 @@ from pathlib import Path
 from gate.core.errors import GateError
 from gate.core.files import write_atomic
 from gate.core.settings import Settings
+from gate.plan.runner_pin import label
 from gate.runner import doctor
 from gate.runner.doctor import DoctorReport, Severity
+from gate.runner.fingerprint import ServedFacts
 from gate.runner.probes import CGROUP, CPU_SYS, PROC
 
 ORDER = (Severity.invalidating, Severity.warning, Severity.info)
@@ -50,11 +52,11 @@ def handle(args, settings: Settings) -> int:
         raise GateError("--sample-s and --min-free-gib must not be negative")
     if args.server_log is not None and not args.server_log.is_file():
         raise GateError(f"server log {args.server_log} does not exist")
-    report = doctor.examine(
+    report = doctor.examine(doctor.Examination(
         server_pid=args.server_pid, server_log=args.server_log, python=args.python,
-        model_dir=args.model_dir or settings.cache_dir, min_free_gib=args.min_free_gib, sample_s=args.sample_s,
-        probe_torch=not args.no_probe, proc_root=args.proc_root,
-        cgroup_root=args.cgroup_root, cpu_root=args.cpu_root)
+        model_dir=args.model_dir or settings.cache_dir, min_free_gib=args.min_free_gib,
+        sample_s=args.sample_s, probe_torch=not args.no_probe,
+        roots=doctor.Roots(args.proc_root, args.cgroup_root, args.cpu_root)))
     if args.out:
         write_atomic(args.out, report.model_dump_json(indent=2))
     print(report.model_dump_json(indent=2) if args.json else render(report))
@@ -69,7 +71,16 @@ def render(report: DoctorReport) -> str:
             lines += [f"    {line}" for line in f.detail.splitlines()]
             if f.fix:
                 lines.append(f"    fix: {f.fix}")
+    if report.served is not None:
+        lines.append(f"served: {served_line(report.served)}")
     bad = len(report.invalidating)
     lines.append(f"gate doctor: {bad} invalidating finding(s)" if bad
                  else "gate doctor: nothing invalidates a measurement")
     return "\n".join(lines)
+
+
+def served_line(served: ServedFacts) -> str:
+    """'V1 model runner; torch pool 1 (VLLM::EngineCore ...)'."""
+    threads = ("torch pool unknown" if served.torch_threads is None else
+               f"torch pool {served.torch_threads} ({served.torch_threads_source})")
+    return f"{label(served.model_runner)}; {threads}"

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from gate.core.settings import Settings
-from gate.runner import install
+from gate.runner import install, wheels
 
 
 def add_parser(sub) -> None:
@@ -24,19 +24,20 @@ def add_parser(sub) -> None:
     p.add_argument("--base-ref", default="origin/main", help="merge-base ref (precompiled)")
     p.add_argument("--wheel", help="wheel URL or path (wheel mode)")
     p.add_argument("--max-jobs", type=int, help="MAX_JOBS for source builds (default: CPUs)")
+    p.add_argument("--variant", help="precompiled: the CUDA variant of the merge base's wheel, "
+                   "e.g. cu129 (VLLM_PRECOMPILED_WHEEL_VARIANT; default: vLLM's choice)")
+    p.add_argument("--wheel-index", default=wheels.DEFAULT_INDEX,
+                   help="where precompiled wheels are listed, a URL or a folder laid out "
+                   "like it; looked in for other variants when the merge base has no wheel "
+                   "(default: %(default)s, where vLLM's setup.py downloads from)")
     p.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
     p.set_defaults(handler=handle)
 
 
 def handle(args, settings: Settings) -> int:
-    plan = install.plan_install(
-        args.mode,
-        args.python,
-        src=args.src,
-        base_ref=args.base_ref,
-        wheel=args.wheel,
-        max_jobs=args.max_jobs,
-    )
+    plan = install.plan_install(install.InstallRequest(
+        args.mode, args.python, src=args.src, base_ref=args.base_ref, wheel=args.wheel,
+        max_jobs=args.max_jobs, variant=args.variant, wheel_index=args.wheel_index))
     for note in plan.notes:
         print(f"gate install-vllm: {note}", file=sys.stderr)
     print(

@@ -11,6 +11,7 @@ from pathlib import Path
 from gate.core.errors import GateError
 from gate.core.settings import Settings, check_marker_id
 from gate.evidence.hunks import load_hunks
+from gate.flows import backends
 from gate.github.client import DEFAULT_MAX_WAIT_S
 from gate.github.comment_file import CommentRun, combine
 from gate.github.publish import (
@@ -44,6 +45,9 @@ def add_parser(sub) -> None:
                    help="a gate profile diff folder: shown, and the hunks ranked by it")
     p.add_argument("--report", type=Path, help="report.md for the job summary (default: the "
                    "comment's report)")
+    p.add_argument("--backends", type=Path, metavar="DIR",
+                   help="instead of --verdict/--head/--base/--profile-diff: the OUT folder of "
+                   "`gate ab --backends`; the comment shows a table per backend")
     p.add_argument("--combine", type=Path, action="append", metavar="COMMENT_FILE",
                    help="a runner's gate-comment.json; repeat to merge a matrix into one comment")
     p.add_argument("--label", action="append",
@@ -121,10 +125,14 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
         target = PostTarget(pr=args.pr, expect_head_sha=args.expect_head_sha)
         return post_comment_file(settings, args.post_comment_file, target=target,
                                  bot_login=args.bot_login, client_factory=factory)
-    if (args.verdict is None) == (args.combine is None):
-        raise GateError("gate publish needs --verdict (one run) or --combine (a matrix), "
-                        "or --post-comment-file")
-    runs = combine(args.combine, args.label) if args.combine else [single_run(args)]
+    if sum(x is not None for x in (args.verdict, args.combine, args.backends)) != 1:
+        raise GateError("gate publish needs --verdict (one run) or --combine (a matrix) or "
+                        "--backends (a table per backend), or --post-comment-file")
+    if args.backends is not None:
+        runs = backends.backend_runs(args.backends,
+                                     load_hunks(args.hunks) if args.hunks else None)
+    else:
+        runs = combine(args.combine, args.label) if args.combine else [single_run(args)]
     outputs = {"verdict-path": str(args.verdict or ""), "report-path": str(args.report or "")}
     options = PublishOptions(read_report(args.report), args.bot_login, outputs)
     return publish(settings, runs, options, client_factory=factory)

@@ -4,17 +4,25 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from gate.core.errors import GateError
 from gate.core.files import write_atomic
 from gate.core.settings import Settings
 from gate.evidence.hunks import load_hunks
+from gate.flows import backends
 from gate.flows.diff_artifacts import load_written
 from gate.judge.verdict import load_verdict
 from gate.measure.results import load_results
 from gate.report.chart import chart_series, write_png
-from gate.report.render import DEFAULT_TITLE, GITHUB_COMMENT_LIMIT, ReportInput, render_report
+from gate.report.render import (
+    DEFAULT_TITLE,
+    GITHUB_COMMENT_LIMIT,
+    ReportInput,
+    render_report,
+    render_runs,
+)
 
 MIN_CHARS = 4000
 
@@ -28,7 +36,10 @@ def add_parser(sub) -> None:
         "to --max-chars by leaving out whole hunks, then whole sections. Without --head (the "
         "measurement left no results) a short report of the verdict alone.",
     )
-    p.add_argument("--verdict", required=True, type=Path, help="verdict.json from gate compare")
+    p.add_argument("--verdict", type=Path, help="verdict.json from gate compare")
+    p.add_argument("--backends", type=Path, metavar="DIR",
+                   help="instead of --verdict/--head/--base/--profile-diff: the OUT folder of "
+                   "`gate ab --backends` (its backends.json); one table per backend")
     p.add_argument("--head", type=Path,
                    help="the head build's results.json (omit when the measurement left none)")
     p.add_argument("--base", type=Path, help="the base build's results.json (A/B)")
@@ -47,6 +58,10 @@ def add_parser(sub) -> None:
 def handle(args: argparse.Namespace, settings: Settings) -> int:
     if args.max_chars < MIN_CHARS:
         raise GateError(f"--max-chars must be at least {MIN_CHARS}")
+    if (args.verdict is None) == (args.backends is None):
+        raise GateError("gate report needs --verdict (one run) or --backends (per backend)")
+    if args.backends is not None:
+        return per_backend(args)
     if args.base and not args.head:
         raise GateError("--base needs --head")
     head = load_results(args.head) if args.head else None
@@ -61,7 +76,20 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
         title=args.title, max_chars=args.max_chars, chart_series=series,
         chart_name=args.chart.name if args.chart and head is not None else None, chart_note=note,
     )
-    text = render_report(ri)
+    return emit(args, render_report(ri), note)
+
+
+def per_backend(args: argparse.Namespace) -> int:
+    if args.head or args.base or args.profile_diff or args.chart:
+        raise GateError("--backends reads each backend's results and profile diff itself: "
+                        "leave out --head, --base, --profile-diff and --chart")
+    hunks = load_hunks(args.hunks) if args.hunks else None
+    runs = [r.run_input() for r in backends.backend_runs(args.backends, hunks)]
+    runs = [replace(r, title=args.title) for r in runs]
+    return emit(args, render_runs(runs, args.max_chars), None)
+
+
+def emit(args: argparse.Namespace, text: str, note: str | None) -> int:
     if args.out:
         write_atomic(args.out, text)
         print(f"gate report: wrote {args.out} ({len(text):,} chars)", file=sys.stderr)

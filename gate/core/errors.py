@@ -14,6 +14,7 @@ EXIT_FAIL = 1  # a real slowdown past its threshold
 EXIT_BAD_INPUT = 2  # usage error, broken plan/baseline file, missing ref, unreachable server
 EXIT_INCONCLUSIVE = 3  # noise wider than the threshold: rerun with more repeats
 EXIT_ERROR = 4  # the measurement itself is broken (failed requests, dead server, bad JSON)
+EXIT_UNDECIDABLE = 5  # stopped before measuring: this runner cannot decide within the budget
 EXIT_INTERRUPTED = 130  # Ctrl-C
 EXIT_TERMINATED = 143  # SIGTERM (a cancelled CI job)
 
@@ -27,6 +28,13 @@ class GateError(Exception):
         super().__init__(message)
         if exit_code is not None:
             self.exit_code = exit_code
+
+
+class CannotDecide(GateError):
+    """Stopped before spending the budget: no calibration applies to this runner, or the
+    calibrated design needs more than the budget allows. The message names the fix."""
+
+    exit_code = EXIT_UNDECIDABLE
 
 
 class MeasurementError(GateError):

@@ -1,7 +1,7 @@
 """What in the PR may explain a slowdown: its diff hunks in the watched structured-output
-paths, and their ranking by the time the profile diff measured in the functions they
-change; the bisect's search over commits and delta debugging over hunks, and the files a
-bisect keeps."""
+paths, their ranking by the time the profile diff measured in the functions they change, and
+the model runner(s) and backend(s) its changed files call for (scope.py); the bisect's search
+over commits and delta debugging over hunks, and the files a bisect keeps."""
 
 from __future__ import annotations
 

@@ -9,7 +9,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gate.core.errors import EXIT_ERROR, EXIT_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS
+from gate.core.errors import (
+    EXIT_ERROR,
+    EXIT_FAIL,
+    EXIT_INCONCLUSIVE,
+    EXIT_PASS,
+    EXIT_UNDECIDABLE,
+)
 from gate.evidence.bisection import Effect, StepVerdict
 from gate.evidence.hunks import Hunk, HunkSet
 from gate.judge.verdict import Outcome
@@ -34,7 +40,10 @@ class CommitInfo(Strict):
 class Measured(Strict):
     """What one A/B (or its repeats within the step's budget) of a build found."""
 
-    outcome: Outcome | None = Field(None, description="the A/B's outcome; None: not measured")
+    outcome: Outcome | None = Field(None, description="the A/B's outcome; None: not measured, "
+                                    "or screened")
+    screened: bool = Field(False, description="no calibration for the plan on this runner: one "
+                           "block screened for gross slowdowns found none (nothing passes)")
     effect: Effect | None = None
     rounds: int = Field(0, description="A/B rounds, summed over the attempts")
     attempts: int = 0
@@ -73,6 +82,7 @@ class BisectOutcome(str, Enum):
     FOUND = "found"  # the first bad commit is named
     NO_REGRESSION = "no_regression"  # good and bad do not differ: nothing to bisect
     INCONCLUSIVE = "inconclusive"  # good against bad stayed inconclusive
+    UNCALIBRATED = "uncalibrated"  # no calibration, and bad is not grossly slower than good
     UNDECIDED = "undecided"  # the first bad commit is one of several skipped ones
     ERROR = "error"  # the good (or bad) build could not be measured
 
@@ -80,6 +90,7 @@ class BisectOutcome(str, Enum):
     def exit_code(self) -> int:
         return {BisectOutcome.FOUND: EXIT_FAIL, BisectOutcome.NO_REGRESSION: EXIT_PASS,
                 BisectOutcome.INCONCLUSIVE: EXIT_INCONCLUSIVE,
+                BisectOutcome.UNCALIBRATED: EXIT_UNDECIDABLE,
                 BisectOutcome.UNDECIDED: EXIT_INCONCLUSIVE,
                 BisectOutcome.ERROR: EXIT_ERROR}[self]
 

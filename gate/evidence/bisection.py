@@ -27,8 +27,12 @@ class StepVerdict(str, Enum):
     SKIPPED = "skipped"
 
 
-def step_verdict(outcome: Outcome) -> StepVerdict:
-    """What an A/B of a commit against the good build says about the commit."""
+def step_verdict(outcome: Outcome | None, screened: bool = False) -> StepVerdict:
+    """What an A/B of a commit against the good build says about the commit. Screened (no
+    calibration: one block found no gross slowdown) counts as good: the bisect then looks for
+    the first commit with a gross slowdown, as its endpoints were screened for."""
+    if outcome is None:
+        return StepVerdict.GOOD if screened else StepVerdict.SKIPPED
     return {Outcome.FAIL: StepVerdict.BAD, Outcome.PASS: StepVerdict.GOOD}.get(
         outcome, StepVerdict.SKIPPED)
 

@@ -56,11 +56,18 @@ class HunkSet(BaseModel):
 # Extraction: `git diff merge-base(base, head) head`, limited to the watched hot paths.
 # --------------------------------------------------------------------------------------------
 
-# The structured-output decode path (docs/background.md#where-a-gate-must-look).
+# The structured-output decode path of both model runners
+# (docs/background.md#where-a-gate-must-look): V1's runner, input batch and bitmask staging
+# (structured_output/utils.py), V2's runner, input batch, sampler, speculation and bitmask path
+# (gpu/structured_outputs.py, gpu/buffer_utils.py), and what both use.
 DEFAULT_WATCH = (
     "vllm/v1/structured_output/**",
     "vllm/v1/worker/gpu/buffer_utils.py",
     "vllm/v1/worker/gpu/structured_outputs.py",
+    "vllm/v1/worker/gpu/model_runner.py",
+    "vllm/v1/worker/gpu/input_batch.py",
+    "vllm/v1/worker/gpu/sample/**",
+    "vllm/v1/worker/gpu/spec_decode/**",
     "vllm/v1/worker/gpu_model_runner.py",
     "vllm/v1/worker/gpu_input_batch.py",
     "vllm/utils/torch_utils.py",
@@ -97,8 +104,9 @@ MECHANISMS = (
     Mechanism("xgrammar_pin", 3.0, re.compile(r"^[+-]\s*xgrammar\b.*[=<>~!]"),
               "the xgrammar version pin"),
 )
-HOT_FUNCTIONS = re.compile(r"apply_grammar_bitmask|async_copy_to_gpu")
-HOT_FILES = ("vllm/v1/structured_output/utils.py", "vllm/v1/worker/gpu/buffer_utils.py")
+HOT_FUNCTIONS = re.compile(r"apply_grammar_bitmask|async_copy_to_gpu|async_tensor_h2d")
+HOT_FILES = ("vllm/v1/structured_output/utils.py", "vllm/v1/worker/gpu/buffer_utils.py",
+             "vllm/v1/worker/gpu/structured_outputs.py")
 
 
 def score_hunk(path: str, section: str, text: str) -> tuple[list[str], float]:
@@ -109,7 +117,8 @@ def score_hunk(path: str, section: str, text: str) -> tuple[list[str], float]:
     ``torch.full``). Each distinct tag adds its weight once, however often it matches:
     pin_memory 5, threads 4, full_staging 4, h2d_copy 3, bitmask 3, xgrammar_pin 3. A tagged
     hunk then gains +2 when its @@ header or any of its lines (context included) names a
-    function of a known regression (``apply_grammar_bitmask``, ``async_copy_to_gpu``), +1
+    function of a known regression (``apply_grammar_bitmask``, ``async_copy_to_gpu``,
+    ``async_tensor_h2d``, through which V2 stages the bitmask), +1
     when it is in one of their files (`HOT_FILES`), and a tie-break below 0.1 that grows with
     the number of changed lines. An untagged hunk scores 0 and keeps its diff order behind
     every tagged one. The seed regression's hunk

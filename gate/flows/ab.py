@@ -1,18 +1,23 @@
-"""`gate ab`: measure the base build and the PR build on the same runner, round by round, and
-stop as soon as the verdict is decided.
+"""`gate ab`: measure the base and the PR build on the same runner in blocks of rounds, and stop
+as soon as the sequential test decides (docs/compare.md, "The A/B design").
 
-A round measures every cell of the plan once on each build, adjacent in time:
+A round measures every cell of the plan once on each build, adjacent in time. A block is
+`ab.rounds_per_block` rounds (ABBA: which build goes first flips every round) on one pair of
+servers:
 
-- `ab.servers: persistent` (the CPU plan): both servers stay up for the whole A/B and the
-  builds alternate cell by cell, in ABBA order across rounds, so drift of the machine lands on
-  both builds alike and cancels in each round's paired head/base ratio;
+- `ab.servers: persistent` (the CPU plan): both servers are up for the block and the builds
+  alternate cell by cell, so drift of the machine lands on both alike; the pair is stopped and
+  a fresh one started for the next block, so that each block carries its own server offset;
 - `ab.servers: per_round` (GPU plans, where two servers do not fit): a fresh server per build
-  and round, base then head, alternating which goes first.
+  and round, one at a time.
 
-Round r of each build is its repeat r. After each round the rounds so far are judged
-(gate.judge.compare, with the sequential test's confidence for this look); the A/B stops when every
-judged check is decided, when a check fails, when the measurement breaks, or when the next
-round would not fit the budget (then undecided checks stay inconclusive).
+Before the first round the design is fixed from the runner's calibration (gate.judge
+.ab_design): how many blocks at most, what they cost, whether the budget holds them; without
+a calibration, or with a budget too small, nothing is measured (CannotDecide, exit 5). After
+every round the rounds so far are judged (gate.judge.compare); the A/B stops when the verdict
+is decided, when the measurement breaks, at the design's last block, or before a block that
+would end past the budget. `OUT/ab-state.json` keeps the design, so `resume` adds blocks to the
+same sequential test instead of starting a new one.
 """
 
 from __future__ import annotations
@@ -20,38 +25,51 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gate.core.errors import GateError, MeasurementError
 from gate.core.progress import Progress
 from gate.flows import run
+from gate.flows.ab_state import (
+    STATE_FILE,
+    ABState,
+    BuildIdentity,
+    FixedDesign,
+    load_state,
+    save_state,
+)
 from gate.flows.diff_artifacts import ProfilePair, write_diff
+from gate.judge.ab_design import Uncalibrated, design_ab
+from gate.judge.compare import ABReference, ScreeningReference, compare_results
+from gate.judge.noise import CalibrationCost, Noise, noise_dirs, noise_for, runner_key
 from gate.judge.verdict import Outcome, Verdict
-from gate.measure.measured_build import Launch, MeasuredBuild, cells_for_repeat, open_measured_build
-from gate.measure.results import Results, ServerInfo, save_results
+from gate.measure.measured_build import (
+    Launch,
+    MeasuredBuild,
+    cells_for_repeat,
+    open_measured_build,
+    start_server,
+)
+from gate.measure.results import Results, ServerInfo, load_results, save_results
+from gate.plan import runner_pin
 from gate.plan.spec import Plan
+from gate.plan.thresholds import Thresholds
 from gate.profile.diff_file import DiffSettings, ProfileDiff
 from gate.profile.sampling import SamplingOptions, should_profile
 from gate.profile.traffic import ProfileTarget, profile_server
-from gate.runner.doctor import DoctorReport
-from gate.runner.fingerprint import Fingerprint
-
-# judge(head, base) -> Verdict; results carry sequential_rounds, so the rounds so far are the
-# sequential test's looks (gate.judge.compare)
-Judge = Callable[[Results, Results | None], Verdict]
+from gate.runner.doctor import DoctorReport, Finding
+from gate.runner.fingerprint import Fingerprint, ServedFacts
 
 
 @dataclass
 class Build:
-    """One side of the A/B: the interpreter whose vLLM to launch, plus its own environment;
-    or, with `base_url`, a server of that build already running (gate bisect's good build)."""
+    """One side of the A/B: the interpreter whose vLLM to launch, plus its own environment."""
 
     label: str
     python: str = field(default_factory=lambda: sys.executable)
     env: dict[str, str] = field(default_factory=dict)
-    base_url: str | None = None
 
 
 def resolve_python(spec: str | None) -> str:
@@ -67,52 +85,6 @@ def resolve_python(spec: str | None) -> str:
 
 
 @dataclass
-class Side:
-    """Everything measured on one build so far, across rounds (and servers)."""
-
-    build: Build
-    out: Path
-    info: ServerInfo
-    fingerprint: Fingerprint
-    sessions: list[MeasuredBuild] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-
-    def results(self, plan: Plan, rounds: int) -> Results:
-        res = run.assemble(plan.model_copy(update={"repeats": max(rounds, 1)}),
-                           self.build.label, self.fingerprint, self.info,
-                           _merge_sessions(self.sessions), self.errors, {})
-        return res.model_copy(update={"sequential_rounds": plan.ab.max_rounds})
-
-
-def _merge_sessions(sessions: list[MeasuredBuild]) -> MeasuredBuild | None:
-    if not sessions:
-        return None
-    if len(sessions) == 1:
-        return sessions[0]
-    first = sessions[0]
-    merged = MeasuredBuild(first.plan, first.label, first.base_url, first.model_name,
-                          first.progress)
-    findings = {}
-    for s in sessions:
-        merged.records += s.records
-        merged.cells += s.cells
-        for f in s.doctor.findings if s.doctor else []:
-            findings.setdefault((f.id, f.title), f)
-        for k, v in s.timings.items():
-            merged.timings[k] = merged.timings.get(k, 0.0) + v
-    merged.doctor = DoctorReport(findings=list(findings.values()))
-    return merged
-
-
-@dataclass
-class ABResult:
-    verdict: Verdict
-    base: Results
-    head: Results
-    profile: ProfileDiff | None = None
-
-
-@dataclass
 class Profiling:
     """When and how to profile both builds after the rounds (gate.profile.sampling)."""
 
@@ -121,24 +93,474 @@ class Profiling:
     diff: DiffSettings = field(default_factory=DiffSettings)
 
 
-def ab(plan: Plan, base: Build, head: Build, out: Path, judge: Judge, progress: Progress,
-       cache_dir: Path, profiling: Profiling | None = None) -> ABResult:
-    started = time.monotonic()
-    sides = {b.label: _side(plan, b, out, cache_dir) for b in (base, head)}
-    profiler = _Profiler(plan, out, profiling or Profiling(policy="never"), progress)
-    loop = _persistent_rounds if plan.ab.servers == "persistent" else _per_round_rounds
-    verdict, rounds = loop(plan, sides, out, judge, progress, cache_dir, started, profiler)
-    results = {label: side.results(plan, rounds) for label, side in sides.items()}
+@dataclass
+class ABOptions:
+    """One A/B: what to measure, where, and how it is judged. The public entry point is
+    `ab(options)`; `resume(ResumeOptions)` continues one."""
+
+    plan: Plan
+    base: Build
+    head: Build
+    out: Path
+    cache_dir: Path  # Settings.cache_dir: the tiny model, the runner's own calibrations
+    thresholds: Thresholds | None = None  # None: the plan's
+    noise_dirs: list[Path] | None = None  # None: ./baselines/noise; the cache's always
+    progress: Progress = field(default_factory=lambda: Progress(quiet=True))
+    profiling: Profiling = field(default_factory=lambda: Profiling(policy="never"))
+    # Without a calibration: measure one block and fail gross effects only (docs/compare.md,
+    # "Screening without a calibration"), then stop naming the fix; False: stop at once.
+    screen: bool = True
+
+
+@dataclass
+class ABResult:
+    verdict: Verdict
+    base: Results
+    head: Results
+    design: FixedDesign
+    profile: ProfileDiff | None = None
+
+
+class SideError(MeasurementError):
+    """A measurement that broke on one side of the A/B: `side` says which ("both" when the
+    two sides cannot be compared at all, e.g. their servers run different model runners)."""
+
+    def __init__(self, side: str, cause: MeasurementError):
+        super().__init__(str(cause))
+        self.side = side
+
+
+# ---------------------------------------------------------------- the sides
+
+
+@dataclass
+class Side:
+    """Everything measured on one build so far, across blocks, servers and resumed runs."""
+
+    build: Build
+    out: Path
+    info: ServerInfo
+    fingerprint: Fingerprint
+    earlier: Results | None = None  # what the run before a resume measured
+    sessions: list[MeasuredBuild] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return self.build.label
+
+    def results(self, plan: Plan, rounds: int, max_rounds: int) -> Results:
+        res = run.assemble(plan.model_copy(update={"repeats": max(rounds, 1)}), self.label,
+                           self.fingerprint, self.info, self._merged(), self.errors, {})
+        if self.earlier is not None:
+            timings = dict(self.earlier.timings_s)
+            for key, value in res.timings_s.items():
+                timings[key] = timings.get(key, 0.0) + value
+            res = res.model_copy(update={"timings_s": timings,
+                                         "errors": self.earlier.errors + res.errors})
+        return res.model_copy(update={"sequential_rounds": max_rounds})
+
+    def _merged(self) -> MeasuredBuild | None:
+        """One session holding every cell and record so far (and the doctor's findings)."""
+        if not self.sessions and self.earlier is None:
+            return None
+        first = self.sessions[0] if self.sessions else None
+        plan = first.plan if first else self.earlier.plan  # type: ignore[union-attr]
+        merged = MeasuredBuild(plan, self.label, "", "", Progress(quiet=True))
+        findings: dict[tuple[str, str], Finding] = {}
+        parts: list[Results | MeasuredBuild] = [*([self.earlier] if self.earlier else []),
+                                                *self.sessions]
+        for part in parts:
+            merged.records += part.records
+            merged.cells += part.cells
+            for f in part.doctor.findings if part.doctor else []:
+                findings.setdefault((f.id, f.title), f)
+        for s in self.sessions:
+            for k, v in s.timings.items():
+                merged.timings[k] = merged.timings.get(k, 0.0) + v
+        merged.doctor = DoctorReport(findings=list(findings.values()),
+                                     served=_one_served(self.sessions))
+        return merged
+
+
+def _one_served(sessions: list[MeasuredBuild]) -> ServedFacts | None:
+    """What the servers of one build showed: the first's, or every runner they named when
+    its servers ran on different runners (the judge then calls the measurement an error)."""
+    served = [s.doctor.served for s in sessions if s.doctor and s.doctor.served]
+    runners = sorted({r for s in served for r in [s.model_runner, *s.runner_conflict] if r})
+    if len(runners) > 1:
+        return ServedFacts(runner_conflict=runners)
+    return served[0] if served else None
+
+
+def runner_mismatch(base: MeasuredBuild, head: MeasuredBuild) -> str | None:
+    """Why the two builds' servers cannot be compared: they run different model runners."""
+    runners = {s.label: s.doctor.served.model_runner if s.doctor and s.doctor.served else None
+               for s in (base, head)}
+    if None in runners.values() or runners["base"] == runners["head"]:
+        return None
+    return (f"the base server runs the {runner_pin.label(runners['base'])} and the head "
+            f"server the {runner_pin.label(runners['head'])}: their structured-output code "
+            "paths differ, so the A/B is not measured; pin one runner for both "
+            "(VLLM_USE_V2_MODEL_RUNNER in the plan's server.env, or --model-runner)")
+
+
+def _refuse_other_runner(abrun: ABRun) -> None:
+    """Stop before measuring on a server whose model runner is not the other build's."""
+    base, head = abrun.sides["base"].sessions, abrun.sides["head"].sessions
+    if base and head and (mismatch := runner_mismatch(base[-1], head[-1])):
+        raise SideError("both", MeasurementError(mismatch))
+
+
+def make_side(plan: Plan, build: Build, out: Path, cache_dir: Path) -> Side:
+    opts = run.RunOptions(out=out / build.label, cache_dir=cache_dir, python=build.python,
+                          label=build.label, env=build.env)
+    return Side(build, opts.out, run.server_info(plan, opts),
+                run.collect_fingerprint(plan, opts, {}))
+
+
+# ---------------------------------------------------------------- the run context
+
+
+@dataclass
+class ABRun:
+    """One A/B in progress: the plan, both sides, the fixed design and where its time goes."""
+
+    plan: Plan
+    thresholds: Thresholds
+    noise: Noise
+    design: FixedDesign
+    sides: dict[str, Side]
+    out: Path
+    cache_dir: Path
+    progress: Progress
+    profiler: Profiler
+    rounds: int = 0  # rounds measured, earlier runs included
+    started: float = field(default_factory=time.monotonic)
+    pair_s: list[float] = field(default_factory=list)
+    round_s: list[float] = field(default_factory=list)
+    verdict: Verdict | None = None
+    screening: bool = False  # one block without a calibration: gross effects only
+
+    @property
+    def blocks(self) -> int:
+        return self.rounds // self.plan.ab.rounds_per_block
+
+    @property
+    def max_rounds(self) -> int:
+        return self.design.max_rounds
+
+    def results(self, label: str) -> Results:
+        return self.sides[label].results(self.plan, self.rounds, self.max_rounds)
+
+    def judge(self) -> Verdict:
+        kind = ScreeningReference if self.screening else ABReference
+        reference = kind(self.results("base"), str(self.out / "base" / "results.json"))
+        self.verdict = compare_results(
+            self.results("head"), reference, self.thresholds, noise=self.noise,
+            head_path=str(self.out / "head" / "results.json"))
+        return self.verdict
+
+    def launch(self, side: Side, server_dir: str) -> Launch:
+        return Launch(side.label, side.out / server_dir, self.cache_dir, side.build.python,
+                      side.build.env)
+
+    @contextlib.contextmanager
+    def blame(self, side: Side) -> Iterator[None]:
+        """A measurement that breaks inside the block is this side's."""
+        try:
+            yield
+        except SideError:
+            raise
+        except MeasurementError as exc:
+            raise SideError(side.label, exc) from exc
+
+    def cost(self) -> CalibrationCost | None:
+        if not self.pair_s or not self.round_s:
+            return None
+        return CalibrationCost(pair_s=sum(self.pair_s) / len(self.pair_s),
+                               round_s=sum(self.round_s) / len(self.round_s))
+
+
+# ---------------------------------------------------------------- public entry points
+
+
+def ab(options: ABOptions) -> ABResult:
+    """Run one A/B from its first round: fix the design from the runner's calibration (or raise
+    CannotDecide before measuring), then measure blocks until decided."""
+    plan, thresholds = options.plan, options.thresholds or options.plan.thresholds
+    sides = {b.label: make_side(plan, b, options.out, options.cache_dir)
+             for b in (options.base, options.head)}
+    noise = noise_for(noise_dirs(options.noise_dirs, options.cache_dir), plan.name,
+                      plan.measurement_hash(), sides["head"].fingerprint)
+    try:
+        design, why = FixedDesign.of(design_ab(plan, thresholds, noise)), None
+    except Uncalibrated as exc:
+        if not options.screen:
+            raise
+        design, why = _screening_design(plan), exc
+    options.progress(f"design: {design.description}")
+    abrun = ABRun(plan, thresholds, noise, design, sides, options.out, options.cache_dir,
+                  options.progress, Profiler(plan, options.out, options.profiling,
+                                              options.progress), screening=why is not None)
+    result = _finish(abrun, _start_state(abrun))
+    if why is not None and result.verdict.outcome == Outcome.INCONCLUSIVE:
+        raise Uncalibrated(_screened_message(result.verdict, str(why)))
+    return result
+
+
+def _screening_design(plan: Plan) -> FixedDesign:
+    """One block, judged for gross effects only: what an uncalibrated runner can still say."""
+    block = plan.ab.rounds_per_block
+    return FixedDesign(rounds_per_block=block, max_rounds=block, description=(
+        f"screening: no calibration of this runner, so one block of {block} rounds on one "
+        "server pair, failing only gross effects (docs/compare.md, \"Screening without a "
+        "calibration\")"))
+
+
+def _screened_message(verdict: Verdict, why: str) -> str:
+    worst_check = max((c for c in verdict.checks if c.kind == "relative"),
+                      key=lambda c: abs(c.delta_pct or 0.0), default=None)
+    seen = (f"; the largest change seen: {worst_check.label} {worst_check.delta_pct:+.1f}%"
+            if worst_check is not None else "")
+    return (f"screened one block: no gross slowdown{seen}. Smaller changes, and any pass, need "
+            f"this runner's calibration: {why}")
+
+
+def _start_state(abrun: ABRun) -> ABState:
+    """The state of a test that starts now: what it fixed, and which builds it measures."""
+    return ABState(
+        plan=abrun.plan.name, plan_hash=abrun.plan.measurement_hash(),
+        runner_key=runner_key(abrun.sides["head"].fingerprint), thresholds=abrun.thresholds,
+        design=abrun.design, calibrations=list(abrun.noise.calibrations),
+        noise_description=abrun.noise.description,
+        builds={label: BuildIdentity.of(s.build.python, s.build.env, s.fingerprint)
+                for label, s in abrun.sides.items()})
+
+
+@dataclass
+class ResumeOptions:
+    """Continue the A/B in `out` (its ab-state.json and both results.json) with more blocks.
+    base/head: the builds, when their interpreters moved (a new CI job); their vLLM must be
+    the one measured before."""
+
+    out: Path
+    cache_dir: Path
+    base: Build | None = None
+    head: Build | None = None
+    budget_minutes: float | None = None  # this run's budget; None: the plan's
+    progress: Progress = field(default_factory=lambda: Progress(quiet=True))
+    profiling: Profiling = field(default_factory=lambda: Profiling(policy="never"))
+
+
+def resume(options: ResumeOptions) -> ABResult:
+    """Add blocks to the sequential test the A/B in `options.out` started, up to its design's
+    maximum and within the plan's budget for this run."""
+    state = load_state(options.out / STATE_FILE)
+    earlier = {label: load_results(options.out / label / "results.json")
+               for label in ("base", "head")}
+    plan = earlier["head"].plan.model_copy(update={"repeats": 1})
+    if options.budget_minutes is not None:
+        plan = plan.model_copy(update={"ab": plan.ab.model_copy(
+            update={"budget_minutes": options.budget_minutes})})
+    given = {"base": options.base, "head": options.head}
+    builds = {label: given[label] or Build(label, state.builds[label].python,
+                                           state.builds[label].env) for label in given}
+    sides = {label: make_side(plan, b, options.out, options.cache_dir) for label, b in builds.items()}
+    state.check_resumable(plan, earlier, {label: s.fingerprint for label, s in sides.items()})
+    for label, side in sides.items():
+        side.earlier = earlier[label]
+    abrun = ABRun(plan, state.thresholds, state.noise(), state.design, sides, options.out,
+                  options.cache_dir, options.progress,
+                  Profiler(plan, options.out, options.profiling, options.progress),
+                  rounds=state.rounds_done)
+    options.progress(f"resuming after {state.rounds_done} rounds: {state.design.description}")
+    return _finish(abrun, state)
+
+
+def _finish(abrun: ABRun, state: ABState) -> ABResult:
+    blocks(abrun, state, judge=True)
+    verdict = abrun.verdict or abrun.judge()
+    results = {label: abrun.results(label) for label in abrun.sides}
     for label, res in results.items():
-        save_results(res, out / label / "results.json")
-    notes = verdict.notes + profiler.notes
+        save_results(res, abrun.out / label / "results.json")
+    state = state.after(abrun.rounds, verdict, finished=_finished(abrun, verdict))
+    save_state(state, abrun.out / STATE_FILE)
     verdict = verdict.model_copy(update={
-        "rounds": rounds, "notes": notes,
-        "runner_seconds": _runner_seconds(results, time.monotonic() - started, profiler)})
-    return ABResult(verdict, results["base"], results["head"], profiler.diff)
+        "rounds": abrun.rounds, "notes": verdict.notes + abrun.profiler.notes
+        + ([abrun.design.note] if abrun.design.note else [])
+        + ([f"the sequential test can continue: gate ab --resume {abrun.out}"]
+           if not state.finished else []),
+        "runner_seconds": _runner_seconds(results, time.monotonic() - abrun.started,
+                                          abrun.profiler)})
+    return ABResult(verdict, results["base"], results["head"], abrun.design,
+                    abrun.profiler.diff)
 
 
-class _Profiler:
+def _finished(abrun: ABRun, verdict: Verdict) -> bool:
+    return decided(verdict) or abrun.rounds >= abrun.max_rounds
+
+
+def decided(verdict: Verdict) -> bool:
+    """Nothing more to learn: a check failed, the measurement broke, or every check passed."""
+    return verdict.outcome != Outcome.INCONCLUSIVE
+
+
+# ---------------------------------------------------------------- blocks and rounds
+
+
+def blocks(abrun: ABRun, state: ABState | None, *, judge: bool) -> None:
+    """Measure blocks until the test stops (judge) or the design's blocks are done (not)."""
+    per_block = abrun.plan.ab.rounds_per_block
+    while abrun.rounds < abrun.max_rounds:
+        if not _fits_budget(abrun):
+            break
+        t0, block = time.monotonic(), abrun.blocks + 1
+        try:
+            stop = _block(abrun, judge)
+        except SideError as exc:
+            _record_error(abrun, exc)
+            if judge:
+                abrun.judge()
+            return
+        abrun.progress(f"block {block} of at most {abrun.max_rounds // per_block} "
+                       f"done in {time.monotonic() - t0:.0f} s")
+        if state is not None:
+            save_state(state.after(abrun.rounds, abrun.verdict, finished=False),
+                       abrun.out / STATE_FILE)
+        if stop or abrun.rounds % per_block:
+            return
+
+
+def _block(abrun: ABRun, judge: bool) -> bool:
+    """One block; True when the verdict is decided (the A/B stops)."""
+    if abrun.plan.ab.servers == "persistent":
+        return _persistent_block(abrun, judge)
+    return _per_round_block(abrun, judge)
+
+
+def _persistent_block(abrun: ABRun, judge: bool) -> bool:
+    started = time.monotonic()
+    name = f"block{abrun.blocks + 1}"
+    with contextlib.ExitStack() as stack:
+        launched = {}
+        for label in ("base", "head"):  # both start before either is waited for
+            side = abrun.sides[label]
+            with abrun.blame(side):
+                launched[label] = start_server(abrun.plan, abrun.launch(side, name), side.info,
+                                               abrun.progress)
+            stack.callback(launched[label].server.stop)
+        sessions = {}
+        for label in ("base", "head"):
+            side = abrun.sides[label]
+            with abrun.blame(side):
+                sessions[label] = stack.enter_context(open_measured_build(
+                    abrun.plan, abrun.launch(side, name), side.info, abrun.progress,
+                    launched[label]))
+            side.sessions.append(sessions[label])
+        _refuse_other_runner(abrun)
+        measured = 0.0
+        stop = False
+        for _ in range(abrun.plan.ab.rounds_per_block):
+            t0 = time.monotonic()
+            _alternating_round(abrun, sessions["base"], sessions["head"])
+            measured += time.monotonic() - t0
+            stop = _after_round(abrun, judge, time.monotonic() - t0)
+            if stop:
+                break
+        profiled = abrun.profiler.seconds
+        if abrun.verdict is not None and _last_block(abrun, stop) and _profile_wanted(abrun):
+            abrun.profiler.maybe(abrun.verdict, sessions)
+        measured += abrun.profiler.seconds - profiled
+    abrun.pair_s.append(time.monotonic() - started - measured)
+    return stop
+
+
+def _profile_wanted(abrun: ABRun) -> bool:
+    """A screening block that found no gross effect ends in "calibrate first": profiling it
+    would only cost time, unless profiling was asked for whatever the outcome."""
+    return not (abrun.screening and abrun.verdict is not None
+                and abrun.verdict.outcome != Outcome.FAIL
+                and abrun.profiler.profiling.policy == "auto")
+
+
+def _alternating_round(abrun: ABRun, base: MeasuredBuild, head: MeasuredBuild) -> None:
+    r = abrun.rounds
+    abrun.progress(f"A/B round {r + 1} of at most {abrun.max_rounds}")
+    for i, cell in enumerate(cells_for_repeat(abrun.plan, r)):
+        for session in ((base, head) if (r + i) % 2 == 0 else (head, base)):
+            with abrun.blame(abrun.sides[session.label]):
+                session.measure(cell)
+
+
+def _per_round_block(abrun: ABRun, judge: bool) -> bool:
+    stop = False
+    for _ in range(abrun.plan.ab.rounds_per_block):
+        r = abrun.rounds
+        abrun.progress(f"A/B round {r + 1} of at most {abrun.max_rounds}")
+        measured, started = 0.0, time.monotonic()
+        for label in ("base", "head") if r % 2 == 0 else ("head", "base"):
+            side = abrun.sides[label]
+            with abrun.blame(side), open_measured_build(
+                    abrun.plan, abrun.launch(side, f"round{r + 1}"), side.info,
+                    abrun.progress) as session:
+                side.sessions.append(session)
+                _refuse_other_runner(abrun)
+                t0 = time.monotonic()
+                for cell in cells_for_repeat(abrun.plan, r):
+                    session.measure(cell)
+                measured += time.monotonic() - t0
+        abrun.pair_s.append(time.monotonic() - started - measured)
+        stop = _after_round(abrun, judge, measured)
+        if stop:
+            break
+    if abrun.verdict is not None and _last_block(abrun, stop) and _profile_wanted(abrun):
+        _profile_fresh_pair(abrun)
+    return stop
+
+
+def _after_round(abrun: ABRun, judge: bool, seconds: float) -> bool:
+    abrun.rounds += 1
+    abrun.round_s.append(seconds)
+    if not judge:
+        return False
+    verdict = abrun.judge()
+    abrun.progress(f"after round {abrun.rounds}: {verdict.headline}")
+    return abrun.rounds >= abrun.plan.ab.min_rounds and decided(verdict)
+
+
+def _last_block(abrun: ABRun, stop: bool) -> bool:
+    """Whether no block follows this one (decided, the design's last, or the budget's)."""
+    return stop or abrun.rounds >= abrun.max_rounds or not _fits_budget(abrun, quiet=True)
+
+
+def fits_budget(elapsed_s: float, block_s: float | None, budget_minutes: float | None) -> bool:
+    """Whether another block of `block_s` (the calibration's cost) ends within the budget."""
+    if budget_minutes is None or block_s is None:
+        return True
+    return elapsed_s + block_s <= budget_minutes * 60
+
+
+def _fits_budget(abrun: ABRun, quiet: bool = False) -> bool:
+    budget, block_s = abrun.plan.ab.budget_minutes, abrun.design.block_s
+    if fits_budget(time.monotonic() - abrun.started, block_s, budget):
+        return True
+    if not quiet:
+        abrun.progress(f"budget of {budget:g} min: another block (about {block_s:.0f} s) would "
+                       f"not fit; stopping (gate ab --resume {abrun.out} continues this test)")
+    return False
+
+
+def _record_error(abrun: ABRun, exc: SideError) -> None:
+    for label in (("base", "head") if exc.side == "both" else (exc.side,)):
+        abrun.sides[label].errors.append(str(exc))
+    abrun.progress(f"measurement error on {exc.side}: {str(exc).splitlines()[0]}")
+
+
+# ---------------------------------------------------------------- profiling
+
+
+class Profiler:
     """Profiles both builds once the verdict is known, on servers that are still up, and
     diffs them; a failure to profile is a note, never a change of the verdict."""
 
@@ -148,8 +570,10 @@ class _Profiler:
         self.notes: list[str] = []
         self.seconds = 0.0
 
-    def wanted(self, verdict: Verdict) -> bool:
-        return should_profile(self.profiling.policy, [c.outcome for c in verdict.checks])
+    def maybe(self, verdict: Verdict, sessions: dict[str, MeasuredBuild]) -> None:
+        if verdict.outcome != Outcome.ERROR and should_profile(
+                self.profiling.policy, [c.outcome for c in verdict.checks]):
+            self.run(sessions)
 
     def run(self, sessions: dict[str, MeasuredBuild]) -> None:
         started = time.monotonic()
@@ -173,128 +597,27 @@ class _Profiler:
         self.seconds += time.monotonic() - started
 
 
-def _side(plan: Plan, build: Build, out: Path, cache_dir: Path) -> Side:
-    opts = run.RunOptions(out=out / build.label, cache_dir=cache_dir, python=build.python,
-                          label=build.label, env=build.env, base_url=build.base_url)
-    timings: dict[str, float] = {}
-    return Side(build, opts.out, run.server_info(plan, opts),
-                run.collect_fingerprint(plan, opts, timings))
-
-
-def _launch(side: Side, cache_dir: Path, round_dir: str | None = None) -> Launch:
-    out = side.out / round_dir if round_dir else side.out
-    return Launch(side.build.label, out, cache_dir, side.build.python, side.build.env,
-                  side.build.base_url)
-
-
-class _Stop(Exception):
-    """The measurement broke: judge what there is and stop."""
-
-
-def _persistent_rounds(plan, sides, out, judge, progress, cache_dir, started, profiler):
-    base, head = sides["base"], sides["head"]
+def _profile_fresh_pair(abrun: ABRun) -> None:
+    """per_round servers are gone after their round: one more server per build, to profile."""
+    verdict = abrun.verdict
+    assert verdict is not None
+    profiler = abrun.profiler
+    if verdict.outcome == Outcome.ERROR or not should_profile(
+            profiler.profiling.policy, [c.outcome for c in verdict.checks]):
+        return
     with contextlib.ExitStack() as stack:
         try:
-            for side in (base, head):
-                side.sessions.append(stack.enter_context(
-                    open_measured_build(plan, _launch(side, cache_dir), side.info, progress)))
+            sessions = {label: stack.enter_context(open_measured_build(
+                abrun.plan, abrun.launch(side, "profile-server"),
+                ServerInfo(base_url="", started_by_gate=True, model=""), abrun.progress))
+                for label, side in abrun.sides.items()}
         except MeasurementError as exc:
-            _record_error(sides, exc, progress)
-            return _judge(plan, sides, judge, 0), 0
-        measure_round = _alternating_round(base.sessions[0], head.sessions[0])
-        verdict, rounds = _rounds(plan, sides, judge, progress, started, measure_round)
-        if verdict.outcome != Outcome.ERROR and profiler.wanted(verdict):
-            profiler.run({"base": base.sessions[0], "head": head.sessions[0]})
-        return verdict, rounds
+            profiler.notes.append(f"no profile diff: {str(exc).splitlines()[0]}")
+        else:
+            profiler.run(sessions)
 
 
-def _alternating_round(base: MeasuredBuild, head: MeasuredBuild):
-    def measure_round(plan: Plan, r: int) -> None:
-        for i, cell in enumerate(cells_for_repeat(plan, r)):
-            for session in ((base, head) if (r + i) % 2 == 0 else (head, base)):
-                session.measure(cell)
-    return measure_round
-
-
-def _per_round_rounds(plan, sides, out, judge, progress, cache_dir, started, profiler):
-    def measure_round(plan: Plan, r: int) -> None:
-        order = ("base", "head") if r % 2 == 0 else ("head", "base")
-        for label in order:
-            side = sides[label]
-            with open_measured_build(plan, _launch(side, cache_dir, f"round{r + 1}"), side.info,
-                              progress) as session:
-                side.sessions.append(session)
-                for cell in cells_for_repeat(plan, r):
-                    session.measure(cell)
-    verdict, rounds = _rounds(plan, sides, judge, progress, started, measure_round)
-    if verdict.outcome != Outcome.ERROR and profiler.wanted(verdict):
-        # The rounds' servers are gone: one more server per build, for the profile alone.
-        with contextlib.ExitStack() as stack:
-            try:
-                sessions = {label: stack.enter_context(open_measured_build(
-                    plan, _launch(side, cache_dir, "profile-server"), ServerInfo(
-                        base_url="", started_by_gate=True, model=""), progress))
-                    for label, side in sides.items()}
-            except MeasurementError as exc:
-                profiler.notes.append(f"no profile diff: {str(exc).splitlines()[0]}")
-            else:
-                profiler.run(sessions)
-    return verdict, rounds
-
-
-def _rounds(plan, sides, judge, progress, started, measure_round):
-    spec, verdict, rounds, round_times = plan.ab, None, 0, []
-    for r in range(spec.max_rounds):
-        if not _fits_budget(spec.budget_minutes, started, round_times, progress):
-            break
-        t0 = time.monotonic()
-        progress(f"A/B round {r + 1} of at most {spec.max_rounds}")
-        try:
-            measure_round(plan, r)
-        except MeasurementError as exc:
-            _record_error(sides, exc, progress)
-            rounds = r + 1
-            return _judge(plan, sides, judge, rounds), rounds
-        rounds, round_times = r + 1, [*round_times, time.monotonic() - t0]
-        verdict = _judge(plan, sides, judge, rounds)
-        progress(f"after round {rounds}: {verdict.headline}")
-        if rounds >= spec.min_rounds and decided(verdict):
-            break
-    if verdict is None:
-        verdict = _judge(plan, sides, judge, rounds)
-    return verdict, rounds
-
-
-def decided(verdict: Verdict) -> bool:
-    """Nothing more to learn: a check failed, the measurement broke, or every check passed."""
-    return verdict.outcome != Outcome.INCONCLUSIVE
-
-
-def _fits_budget(budget_minutes, started, round_times, progress) -> bool:
-    if budget_minutes is None or not round_times:
-        return True
-    expected_end = time.monotonic() - started + max(round_times)
-    if expected_end <= budget_minutes * 60:
-        return True
-    progress(f"budget of {budget_minutes:g} min: another round (about {max(round_times):.0f} s) "
-             "would not fit; stopping")
-    return False
-
-
-def _record_error(sides: dict[str, Side], exc: MeasurementError, progress: Progress) -> None:
-    message = str(exc)
-    who = next((label for label in sides if message.startswith(f"{label}:")), None)
-    for label, side in sides.items():
-        if who in (None, label):
-            side.errors.append(message)
-    progress(f"measurement error: {message.splitlines()[0]}")
-
-
-def _judge(plan: Plan, sides: dict[str, Side], judge: Judge, rounds: int) -> Verdict:
-    return judge(sides["head"].results(plan, rounds), sides["base"].results(plan, rounds))
-
-
-def _runner_seconds(results: dict[str, Results], wall_s: float, profiler: _Profiler
+def _runner_seconds(results: dict[str, Results], wall_s: float, profiler: Profiler
                     ) -> dict[str, float]:
     """Where the runner's time went, summed over both builds."""
     out: dict[str, float] = {}
@@ -306,4 +629,3 @@ def _runner_seconds(results: dict[str, Results], wall_s: float, profiler: _Profi
         out["profile"] = profiler.seconds
     out["wall"] = wall_s
     return {k: round(v, 1) for k, v in out.items()}
-

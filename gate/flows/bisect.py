@@ -15,8 +15,7 @@ build is slower than G's (docs/bisect.md).
 
 The state (bisect-state.json) is saved after every finished step, so a cancelled bisect run
 again with the same arguments goes on where it stopped and never measures a finished step
-again. The good build's server is started once for all steps when the plan keeps both
-servers up (`ab.servers: persistent`).
+again.
 """
 
 from __future__ import annotations
@@ -37,16 +36,7 @@ from gate.evidence.bisect_record import (
     StepRecord,
 )
 from gate.evidence.bisection import StepVerdict, conclude, next_commit, step_verdict
-from gate.flows.bisect_ab import (
-    ABSettings,
-    BuildUnderTest,
-    ReferenceBroken,
-    ReferenceServer,
-    RunAB,
-    decide,
-    reference_server,
-    run_ab,
-)
+from gate.flows.bisect_ab import ABRunner, ABSettings, BuildUnderTest, ReferenceBroken, decide
 from gate.flows.bisect_builds import NotBuilt, StepBuilds, fresh_folder
 from gate.flows.bisect_hunks import after_bisect_state, hunks_after_bisect
 from gate.flows.bisect_result import error_result, finish
@@ -78,12 +68,13 @@ class BisectOptions:
     then_hunks: bool = False  # delta-debug the first bad commit's hunks (gate.flows.bisect_hunks)
 
 
-def bisect(options: BisectOptions, settings: ABSettings, run: RunAB = run_ab) -> BisectResult:
+def bisect(options: BisectOptions, settings: ABSettings, run: ABRunner | None = None
+           ) -> BisectResult:
     """Run (or resume) the bisect; writes the state as it goes and the result at the end."""
     state = open_state(options, settings)
     checkpoint = Checkpoint(state, options.out / STATE_FILE)
     checkpoint.save()
-    chain = _Chain(options, settings, run)
+    chain = _Chain(options, settings, run or ABRunner())
     if _pending(state) or chain.pending(state):
         try:
             _measure(state, checkpoint, options, chain)
@@ -144,8 +135,7 @@ class _Steps:
     settings: ABSettings
     builds: StepBuilds
     good: CommitBuild
-    reference: ReferenceServer
-    run: RunAB
+    run: ABRunner
 
     def measure(self, commit: str, role: Literal["endpoints", "step"]) -> StepRecord:
         number = len(self.state.steps) + 1
@@ -165,11 +155,10 @@ class _Steps:
         modules = self.builds.changed_modules(self.good.commit, commit)
         if problem := self.builds.import_problem(build, self.good, modules):
             return {"verdict": StepVerdict.SKIPPED, "reason": problem, "build": build.how}
-        measured = decide(self.settings, self.reference.side,
+        measured = decide(self.settings, BuildUnderTest(self.good.python, self.good.env),
                           BuildUnderTest(build.python, build.env), folder, self.run)
         return {**measured.model_dump(), "build": build.how,
-                "verdict": step_verdict(measured.outcome) if measured.outcome else
-                StepVerdict.SKIPPED,
+                "verdict": step_verdict(measured.outcome, measured.screened),
                 "folder": relative(measured.folder, self.out),
                 "profile_diff": relative(measured.profile_diff, self.out)}
 
@@ -183,18 +172,15 @@ def _measure(state: BisectState, checkpoint: Checkpoint, options: BisectOptions,
         good = builds.build(state.good.sha, fresh_folder(options.out / "good") / "build")
     except NotBuilt as exc:
         raise ReferenceBroken(str(exc)) from None
-    side = BuildUnderTest(good.python, good.env)
-    with reference_server(settings, side, options.out / "good") as reference:
-        steps = _Steps(state, options.out, settings, builds, good, reference, run)
-        _walk(steps, checkpoint)
-        chain.run_after(state, HunkReference(builds, good, reference))
+    _walk(_Steps(state, options.out, settings, builds, good, run), checkpoint)
+    chain.run_after(state, HunkReference(builds, good))
 
 
 class _Chain:
     """With --hunks after a bisect: delta debugging of the first bad commit's hunks against
-    the good build, in the same session (its server is up), resumable like the steps."""
+    the good build, in the same session, resumable like the steps."""
 
-    def __init__(self, options: BisectOptions, settings: ABSettings, run: RunAB):
+    def __init__(self, options: BisectOptions, settings: ABSettings, run: ABRunner):
         self.options, self.settings, self.run = options, settings, run
         self.result: HunksResult | None = None
 

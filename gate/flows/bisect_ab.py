@@ -1,21 +1,24 @@
-"""How `gate bisect` measures a build against the good (or parent) build: the one call into
-gate.flows.ab, the repeats an inconclusive step gets within its budget, and the reference
-build's server kept up across steps (docs/bisect.md#a-step).
+"""How `gate bisect` measures a build against the good (or parent) build: the one place it
+calls gate.flows.ab, and what a step does with an A/B that is not decided
+(docs/bisect.md#a-step).
 
-A step is decided when its A/B passes or fails. An inconclusive A/B is run again while the
-step's budget holds another attempt of the same length (at most `max_attempts`); each attempt
-is a whole A/B at the plan's confidence, so two attempts at most double the chance of a wrong
-decision. What stays inconclusive, and a build whose server cannot be measured, is skipped by
-the search. When the plan keeps both servers up (`ab.servers: persistent`), the reference
-build's server is started once and every step's A/B reaches it by URL, so a bisect of n steps
-starts n + 1 servers, not 2n.
+Each step is one sequential A/B (`gate ab`'s blocks of rounds on fresh server pairs, sized by
+the runner's calibration) of the step's build against the reference build. When it ends
+inconclusive because the step's budget stopped it, its own test is resumed with what is left
+of the budget (more blocks of the same sequential test); when its design is spent, a new A/B
+is started while the step's attempts and budget allow (each a whole test at the plan's
+confidence: two at most double the chance of a wrong decision on that step). What stays
+inconclusive is skipped by the search.
+
+On a runner with no calibration for the plan, `gate ab` screens one block for gross slowdowns
+only (docs/compare.md, "Screening without a calibration"): a screened fail is a bad step, a
+block with no gross slowdown a good one ("screened"), so the bisect then finds the first
+commit with a gross slowdown, and says so.
 """
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -25,23 +28,19 @@ from gate.core.progress import Progress
 from gate.evidence.bisect_record import Measured
 from gate.evidence.bisection import deciding_effect
 from gate.flows import ab
-from gate.judge.compare import compare_results
-from gate.judge.noise import noise_for
+from gate.flows.ab_state import STATE_FILE, load_state
+from gate.judge.ab_design import Uncalibrated
 from gate.judge.verdict import Outcome, Verdict
-from gate.measure.results import Results
-from gate.measure.server import VllmServer
 from gate.plan.spec import Plan
 from gate.plan.thresholds import Thresholds
-from gate.runner import tiny_model
 
 
 @dataclass(frozen=True)
 class BuildUnderTest:
-    """A build as an A/B side: interpreter and server environment, or a running server."""
+    """A build as an A/B side: the interpreter and the server's environment."""
 
     python: str
     env: dict[str, str] = field(default_factory=dict)
-    base_url: str | None = None
 
 
 @dataclass
@@ -50,7 +49,7 @@ class ABSettings:
 
     plan: Plan
     thresholds: Thresholds
-    noise_dir: Path | None
+    noise_dirs: list[Path] | None
     profiling: ab.Profiling
     cache_dir: Path
     progress: Progress
@@ -60,35 +59,53 @@ class ABSettings:
 
 @dataclass(frozen=True)
 class ABRun:
-    verdict: Verdict
+    """One A/B's outcome for the bisect. `verdict` None: screened, no gross slowdown."""
+
+    verdict: Verdict | None
     profile_diff: Path | None
     seconds: float
-    base_broken: list[str]
+    base_broken: list[str] = field(default_factory=list)
+    screened: str = ""  # why nothing passes here (the runner's missing calibration)
+    finished: bool = True  # its sequential test is over: more blocks cannot be added
+
+    @property
+    def outcome(self) -> Outcome | None:
+        return self.verdict.outcome if self.verdict else None
 
 
-# The A/B a step runs: (settings, reference build, build under test, folder) -> its run.
-RunAB = Callable[[ABSettings, BuildUnderTest, BuildUnderTest, Path], ABRun]
+class ABRunner:
+    """The A/B calls a step makes: start a test, or add blocks to one (tests swap in a
+    double that decides by what the build imports)."""
+
+    def run(self, settings: ABSettings, base: BuildUnderTest, head: BuildUnderTest,
+            out: Path) -> ABRun:
+        options = ab.ABOptions(
+            plan=settings.plan, base=ab.Build("base", base.python, base.env),
+            head=ab.Build("head", head.python, head.env), out=out,
+            cache_dir=settings.cache_dir, thresholds=settings.thresholds,
+            noise_dirs=settings.noise_dirs, progress=settings.progress,
+            profiling=settings.profiling, screen=True)
+        return _call(lambda: ab.ab(options), out)
+
+    def resume(self, settings: ABSettings, out: Path, budget_minutes: float | None) -> ABRun:
+        options = ab.ResumeOptions(out=out, cache_dir=settings.cache_dir,
+                                   budget_minutes=budget_minutes, progress=settings.progress,
+                                   profiling=settings.profiling)
+        return _call(lambda: ab.resume(options), out)
 
 
-def run_ab(settings: ABSettings, base: BuildUnderTest, head: BuildUnderTest, out: Path
-           ) -> ABRun:
-    """One `gate ab` of `head` against `base` into `out` (verdict.json, base/, head/,
-    profile-diff/): the only call into gate.flows.ab."""
-    def judge(head_results: Results, base_results: Results | None) -> Verdict:
-        noise = noise_for(settings.noise_dir, settings.plan.name, head_results.plan_hash,
-                          head_results.fingerprint.hardware_key)
-        return compare_results(head_results, base_results, None, settings.thresholds,
-                               noise=noise, head_path=str(out / "head" / "results.json"),
-                               base_path=str(out / "base" / "results.json"))
-
-    started = time.monotonic()
-    result = ab.ab(settings.plan, ab.Build("base", base.python, base.env, base.base_url),
-                   ab.Build("head", head.python, head.env), out, judge, settings.progress,
-                   settings.cache_dir, settings.profiling)
+def _call(start, out: Path) -> ABRun:
+    began = time.monotonic()
+    try:
+        result = start()
+    except Uncalibrated as exc:  # one screening block, no gross slowdown: nothing passes
+        return ABRun(None, None, time.monotonic() - began, screened=str(exc))
     write_atomic(out / "verdict.json", result.verdict.model_dump_json(indent=1))
-    diff = out / "profile-diff" if result.profile is not None else None
-    broken = [e for e in result.verdict.errors if e.startswith("base")]
-    return ABRun(result.verdict, diff, time.monotonic() - started, broken)
+    state = out / STATE_FILE
+    return ABRun(result.verdict, out / "profile-diff" if result.profile is not None else None,
+                 time.monotonic() - began,
+                 [e for e in result.verdict.errors if e.startswith("base")],
+                 finished=load_state(state).finished if state.is_file() else True)
 
 
 class ReferenceBroken(MeasurementError):
@@ -96,94 +113,70 @@ class ReferenceBroken(MeasurementError):
 
 
 def decide(settings: ABSettings, base: BuildUnderTest, head: BuildUnderTest, folder: Path,
-           run: RunAB = run_ab) -> Measured:
+           runner: ABRunner) -> Measured:
     """A/B `head` against `base` until decided, within the step's budget and attempts."""
-    runs: list[ABRun] = []
+    runs: list[tuple[Path, ABRun]] = []
     started = time.monotonic()
     while True:
-        plan = _plan_within(settings, time.monotonic() - started)
-        attempt = run(replace(settings, plan=plan), base, head, folder / f"ab{len(runs) + 1}")
-        runs.append(attempt)
+        spent = time.monotonic() - started
+        if runs and not runs[-1][1].finished:
+            out = runs[-1][0]
+            attempt = runner.resume(settings, out, _left(settings, spent))
+        else:
+            out = folder / f"ab{len({p for p, _ in runs}) + 1}"
+            attempt = runner.run(replace(settings, plan=_plan_within(settings, spent)),
+                                 base, head, out)
+        runs.append((out, attempt))
         if attempt.base_broken:
             raise ReferenceBroken("the reference build broke: " + attempt.base_broken[0])
         if not _again(settings, runs, time.monotonic() - started):
             break
-    last = runs[-1]
+    return _measured(runs, time.monotonic() - started)
+
+
+def _measured(runs: list[tuple[Path, ABRun]], seconds: float) -> Measured:
+    out, last = runs[-1]
+    last_per_test = {path: run for path, run in runs}  # a resumed test counts its rounds once
     return Measured(
-        outcome=last.verdict.outcome, effect=deciding_effect(last.verdict),
-        rounds=sum(r.verdict.rounds or 0 for r in runs), attempts=len(runs),
-        seconds=time.monotonic() - started, folder=str(folder / f"ab{len(runs)}"),
+        outcome=last.outcome, effect=deciding_effect(last.verdict) if last.verdict else None,
+        rounds=sum(r.verdict.rounds or 0 for r in last_per_test.values() if r.verdict),
+        attempts=len(runs), seconds=round(seconds, 1), folder=str(out),
         profile_diff=str(last.profile_diff) if last.profile_diff else None,
-        reason=_reason(last.verdict))
+        screened=bool(last.screened), reason=_reason(last))
+
+
+def _left(settings: ABSettings, spent_s: float) -> float | None:
+    if settings.step_budget_minutes is None:
+        return settings.plan.ab.budget_minutes
+    return max(settings.step_budget_minutes - spent_s / 60, 0.1)
 
 
 def _plan_within(settings: ABSettings, spent_s: float) -> Plan:
     """The plan with its A/B budget cut to what is left of the step's."""
     if settings.step_budget_minutes is None:
         return settings.plan
-    left = max(settings.step_budget_minutes - spent_s / 60, 0.1)
+    left = _left(settings, spent_s) or 0.1
     budget = settings.plan.ab.budget_minutes
     ab_spec = settings.plan.ab.model_copy(update={
         "budget_minutes": left if budget is None else min(budget, left)})
     return settings.plan.model_copy(update={"ab": ab_spec})
 
 
-def _again(settings: ABSettings, runs: list[ABRun], spent_s: float) -> bool:
-    if runs[-1].verdict.outcome != Outcome.INCONCLUSIVE or len(runs) >= settings.max_attempts:
+def _again(settings: ABSettings, runs: list[tuple[Path, ABRun]], spent_s: float) -> bool:
+    last = runs[-1][1]
+    if last.outcome != Outcome.INCONCLUSIVE or len(runs) >= settings.max_attempts:
         return False
     if settings.step_budget_minutes is None:
         return True
-    return spent_s + runs[-1].seconds <= settings.step_budget_minutes * 60
+    return spent_s + last.seconds <= settings.step_budget_minutes * 60
 
 
-def _reason(verdict: Verdict) -> str:
+def _reason(run: ABRun) -> str:
+    if run.screened:
+        return "screened, no gross slowdown: " + run.screened.splitlines()[0]
+    verdict = run.verdict
+    if verdict is None or verdict.outcome in (Outcome.PASS, Outcome.FAIL):
+        return ""
     if verdict.outcome == Outcome.INCONCLUSIVE:
         return "inconclusive: " + verdict.headline
-    if verdict.outcome == Outcome.ERROR:
-        return "could not be measured: " + (verdict.errors[0] if verdict.errors
-                                              else verdict.headline)
-    return ""
-
-
-class ReferenceServer:
-    """The reference build's server, shared by the steps' A/Bs when the plan keeps both
-    servers up; otherwise each A/B starts its own (`side` is then the build itself)."""
-
-    def __init__(self, build: BuildUnderTest, server: VllmServer | None = None):
-        self.build, self.server = build, server
-
-    @property
-    def side(self) -> BuildUnderTest:
-        if self.server is None:
-            return self.build
-        if reason := self.server.death():
-            raise ReferenceBroken(f"the reference build's server is gone: {reason}")
-        return replace(self.build, base_url=self.server.base_url)
-
-
-@contextlib.contextmanager
-def reference_server(settings: ABSettings, build: BuildUnderTest, folder: Path
-                     ) -> Iterator[ReferenceServer]:
-    """Start the reference build's server for the whole bisect (persistent plans only); it
-    is stopped on every way out."""
-    plan = settings.plan
-    if plan.ab.servers != "persistent":
-        yield ReferenceServer(build)
-        return
-    if plan.server.tiny_model is not None:
-        model = str(tiny_model.ensure(plan.server.tiny_model, settings.cache_dir,
-                                      log=settings.progress))
-    else:
-        model = str(plan.server.model)
-        tiny_model.check_model_folder(model)
-    server = VllmServer(plan.server, model, folder / "server.log", python=build.python,
-                        log=settings.progress, env=build.env)
-    settings.progress(f"reference build: starting its server for every step (log: "
-                      f"{folder / 'server.log'})")
-    try:
-        with server:
-            yield ReferenceServer(build, server)
-    except MeasurementError as exc:
-        if server.startup_s is None:
-            raise ReferenceBroken(f"the reference build's server did not start: {exc}") from None
-        raise
+    return "could not be measured: " + (verdict.errors[0] if verdict.errors else verdict.headline)

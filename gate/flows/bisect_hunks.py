@@ -5,12 +5,11 @@ package) that, applied alone onto the parent build, still reproduces the slowdow
 Two ways in:
 
 - alone (`--hunks --head C [--base B]`): the change is one commit against its first parent,
-  or a PR's head against its merge base; the reference is the parent's build, its server
-  started when a configuration is left to measure;
+  or a PR's head against its merge base; the reference is the parent's build;
 - after a bisect (`--good G --bad B --hunks`): the change is the first bad commit. Its parent
   is the good commit or a commit the bisect measured as fast as the good build, so the good
-  build (whose server is up) is the reference, and the first bad commit's own step is the
-  test of the whole change when the commit changed nothing an overlay cannot carry.
+  build is the reference, and the first bad commit's own step is the test of the whole
+  change when the commit changed nothing an overlay cannot carry.
 """
 
 from __future__ import annotations
@@ -30,14 +29,7 @@ from gate.evidence.bisect_record import (
 )
 from gate.evidence.ddmin import Config
 from gate.evidence.hunk_patch import python_hunks
-from gate.flows.bisect_ab import (
-    ABSettings,
-    BuildUnderTest,
-    ReferenceBroken,
-    RunAB,
-    reference_server,
-    run_ab,
-)
+from gate.flows.bisect_ab import ABRunner, ABSettings, ReferenceBroken
 from gate.flows.bisect_builds import NotBuilt, StepBuilds, fresh_folder
 from gate.flows.bisect_state import (
     HUNKS_STATE_FILE,
@@ -66,15 +58,15 @@ class HunksOptions:
     install_mode: InstallMode = "precompiled"
 
 
-def bisect_hunks(options: HunksOptions, settings: ABSettings, run: RunAB = run_ab
+def bisect_hunks(options: HunksOptions, settings: ABSettings, run: ABRunner | None = None
                  ) -> HunksResult:
     """Delta-debug one change on its own (or resume doing so)."""
     state = open_hunks_state(options, settings)
     checkpoint = Checkpoint(state, options.out / HUNKS_STATE_FILE)
     checkpoint.save()
-    tester = Tester(state, checkpoint, options.out, settings, run)
+    tester = Tester(state, checkpoint, options.out, settings, run or ABRunner())
     try:
-        minimal = _replay_or_measure(state, checkpoint, options, settings, tester)
+        minimal = _replay_or_measure(state, checkpoint, options, tester)
     except ReferenceBroken as exc:
         checkpoint.save()
         return save(result(state, None, f"the parent build could not be measured: {exc}"),
@@ -119,9 +111,9 @@ def _new_state(repo: Path, parent: str, head: str, settings: ABSettings,
 
 
 def _replay_or_measure(state: HunksState, checkpoint: Checkpoint, options: HunksOptions,
-                       settings: ABSettings, tester: Tester) -> Config | None:
-    """Replay the stored outcomes; start the parent build's server only when a
-    configuration is left to measure."""
+                       tester: Tester) -> Config | None:
+    """Replay the stored outcomes; make the parent's build only when a configuration is left
+    to measure."""
     try:
         return search(state, checkpoint, options.out, tester)
     except Uncached:
@@ -132,10 +124,8 @@ def _replay_or_measure(state: HunksState, checkpoint: Checkpoint, options: Hunks
         parent = builds.build(state.parent.sha, fresh_folder(options.out / "parent") / "build")
     except NotBuilt as exc:
         raise ReferenceBroken(str(exc)) from None
-    with reference_server(settings, BuildUnderTest(parent.python, parent.env),
-                          options.out / "parent") as server:
-        tester.start(HunkReference(builds, parent, server))
-        return search(state, checkpoint, options.out, tester)
+    tester.start(HunkReference(builds, parent))
+    return search(state, checkpoint, options.out, tester)
 
 
 # -- after a bisect ------------------------------------------------------------------------
@@ -161,10 +151,10 @@ def after_bisect_state(bisect: BisectState, culprit: StepRecord, out: Path,
     return fresh
 
 
-def hunks_after_bisect(state: HunksState, out: Path, settings: ABSettings, run: RunAB,
+def hunks_after_bisect(state: HunksState, out: Path, settings: ABSettings, run: ABRunner,
                        reference: HunkReference | None) -> HunksResult:
-    """Delta-debug the first bad commit against the good build; with no reference (nothing
-    started), only replay what is stored: Uncached when something is left to measure."""
+    """Delta-debug the first bad commit against the good build; with no reference, only
+    replay what is stored: Uncached when something is left to measure."""
     checkpoint = Checkpoint(state, out / HUNKS_STATE_FILE)
     tester = Tester(state, checkpoint, out, settings, run)
     if reference is not None:

@@ -45,11 +45,19 @@ def _info(state: BisectState, sha: str) -> CommitInfo:
     return next((c for c in state.commits if c.sha == sha), CommitInfo(sha=sha))
 
 
+SCREENED_NOTE = (
+    "this runner has no calibration for the plan: each A/B screened one block for gross "
+    "slowdowns only (docs/compare.md, \"Screening without a calibration\"), so this bisect "
+    "names the first commit with a gross slowdown; calibrate (gate calibrate) to bisect "
+    "smaller ones")
+
+
 def _base(state: BisectState) -> dict:
     skipped = [_info(state, s.commit) for s in state.steps
                if s.role == "step" and s.verdict == StepVerdict.SKIPPED]
+    notes = [SCREENED_NOTE] if any(s.screened for s in state.steps) else []
     return {"repo": state.repo, "good": state.good, "bad": state.bad, "steps": state.steps,
-            "skipped": skipped, "runner_seconds": runner_seconds(state)}
+            "skipped": skipped, "runner_seconds": runner_seconds(state), "notes": notes}
 
 
 def assemble(state: BisectState, out: Path, watch: list[str]) -> BisectResult:
@@ -58,13 +66,15 @@ def assemble(state: BisectState, out: Path, watch: list[str]) -> BisectResult:
         return _endpoints_result(state, endpoints)
     verdicts = {s.commit: s.verdict for s in state.steps}
     conclusion = conclude([c.sha for c in state.commits], verdicts)
-    notes = [f"{_info(state, c).short} measured good after a bad commit: the slowdown is not "
-             "monotone over the range (noise, or fixed and broken again)"
-             for c in conclusion.inconsistent]
+    base = _base(state)
+    notes = base.pop("notes") + [
+        f"{_info(state, c).short} measured good after a bad commit: the slowdown is not "
+        "monotone over the range (noise, or fixed and broken again)"
+        for c in conclusion.inconsistent]
     if conclusion.first_bad is None:
         candidates = [_info(state, c) for c in conclusion.candidates]
         return BisectResult(
-            **_base(state), outcome=BisectOutcome.UNDECIDED, candidates=candidates, notes=notes,
+            **base, outcome=BisectOutcome.UNDECIDED, candidates=candidates, notes=notes,
             headline=f"UNDECIDED: the first bad commit is one of {len(candidates)} "
                      f"({', '.join(c.short for c in candidates)}); the others could not be "
                      "decided")
@@ -72,7 +82,7 @@ def assemble(state: BisectState, out: Path, watch: list[str]) -> BisectResult:
     record = next(s for s in state.steps if s.commit == culprit.sha)
     hunks, ranked_by = ranked_hunks(state, record, out, watch, notes)
     return BisectResult(
-        **_base(state), outcome=BisectOutcome.FOUND, first_bad=culprit, candidates=[culprit],
+        **base, outcome=BisectOutcome.FOUND, first_bad=culprit, candidates=[culprit],
         hunks=hunks, hunks_ranked_by=ranked_by, notes=notes,
         headline=f"FOUND: the first bad commit is {culprit.short} {culprit.subject!r}: "
                  f"{effect_text(record.effect)} against the good build")
@@ -80,7 +90,12 @@ def assemble(state: BisectState, out: Path, watch: list[str]) -> BisectResult:
 
 def _endpoints_result(state: BisectState, endpoints: StepRecord) -> BisectResult:
     effect = effect_text(endpoints.effect)
-    if endpoints.verdict == StepVerdict.GOOD:
+    if endpoints.screened:
+        outcome, headline = BisectOutcome.UNCALIBRATED, (
+            f"UNCALIBRATED: bad {state.bad.short} is not grossly slower than good "
+            f"{state.good.short} in one screening block, and without a calibration of this "
+            f"runner nothing smaller can be decided: {endpoints.reason}")
+    elif endpoints.verdict == StepVerdict.GOOD:
         outcome, headline = BisectOutcome.NO_REGRESSION, (
             f"NO REGRESSION: bad {state.bad.short} is not slower than good {state.good.short} "
             f"({effect}); nothing to bisect")
@@ -118,8 +133,9 @@ def ranked_hunks(state: BisectState, record: StepRecord, out: Path, watch: list[
 
 
 def error_result(state: BisectState, out: Path, message: str) -> BisectResult:
-    result = BisectResult(**_base(state), outcome=BisectOutcome.ERROR,
-                          headline=f"ERROR: {message.splitlines()[0]}", notes=[message])
+    base = _base(state)
+    result = BisectResult(**base | {"notes": [message, *base["notes"]]},
+                          outcome=BisectOutcome.ERROR, headline=f"ERROR: {message.splitlines()[0]}")
     save_result(result, out)
     return result
 

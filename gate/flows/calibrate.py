@@ -1,33 +1,40 @@
-"""`gate calibrate`: measure this runner's noise and store it as a noise profile.
+"""`gate calibrate`: measure this runner's noise and store it as a calibration run.
 
-It runs A/A rounds exactly as `gate ab` runs A/B rounds (same servers, same cell order, same
-pairing), with the same build on both sides and no early stop, then takes per check the
-spread of the paired log ratio d = log(head / base) across rounds (gate.judge.noise). `gate ab` and
-`gate compare` use that spread as the prior of their intervals on this hardware and plan.
+It runs A/A blocks exactly as `gate ab` runs A/B blocks (same servers, a fresh pair per
+block, same cell order and pairing), with the same build on both sides and no early stop, then
+keeps per check the mean paired log ratio of every block and the spread of the rounds around
+it (gate.judge.noise), with what a server pair and a round cost. `gate ab` sizes its
+sequential test by it (gate.judge.ab_design); runs of one runner and plan pool.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from gate.core.errors import GateError
+from gate.core.errors import CannotDecide, GateError
 from gate.core.progress import Progress
 from gate.flows import ab
+from gate.flows.ab_state import FixedDesign
+from gate.judge.ab_design import ABDesign, calibrated_design, design_ab
 from gate.judge.checks import per_repeat, ratio_slots, slots
 from gate.judge.noise import (
+    CalibrationCost,
     CalibrationKey,
-    NoiseCalibration,
-    estimate_calibration,
+    CalibrationRun,
+    Noise,
+    estimate_run,
     make_provenance,
+    noise_for,
     offset_warnings,
-    store_calibration,
+    runner_key,
+    store_run,
 )
-from gate.judge.verdict import Outcome, Verdict
-from gate.measure.results import Results
+from gate.measure.results import Results, save_results
 from gate.plan.spec import Plan
 from gate.runner.fingerprint import Fingerprint
 
-MIN_ROUNDS = 3
+MIN_BLOCKS = 2
 
 
 def aa_pairs(base: Results, head: Results, plan: Plan) -> tuple[dict, dict]:
@@ -46,41 +53,76 @@ def aa_pairs(base: Results, head: Results, plan: Plan) -> tuple[dict, dict]:
 
 
 def runner_summary(fp: Fingerprint) -> str:
-    quota = fp.cpu_quota.quota_cpus
-    return (f"{fp.hardware_key}; {fp.host_cores} host cores, quota "
-            f"{'none' if quota is None else f'{quota:g}'}, torch threads {fp.torch_threads}, "
+    return (f"{runner_key(fp)}; {fp.host_cores} host cores, torch threads {fp.torch_threads}, "
             f"vllm {fp.vllm_version or '?'}")
 
 
-def calibrate(plan: Plan, build: ab.Build, rounds: int, out: Path, noise_dir: Path,
-              progress: Progress, cache_dir: Path, command: str = "") -> tuple[Path, NoiseCalibration]:
-    """Run `rounds` A/A rounds of `build` against itself and store the noise profile. A run
-    whose measurement broke stores nothing."""
-    if rounds < MIN_ROUNDS:
-        raise GateError(f"--rounds {rounds}: a noise profile needs at least {MIN_ROUNDS} rounds "
-                        "(20 give the sequential A/B most of its decided passes)")
-    fixed = plan.model_copy(update={"ab": plan.ab.model_copy(
-        update={"min_rounds": rounds, "max_rounds": rounds, "budget_minutes": None})})
-    base, head = (ab.Build(label, build.python, build.env) for label in ("base", "head"))
-    result = ab.ab(fixed, base, head, out, _no_judgement, progress, cache_dir)
-    broken = result.base.errors + result.head.errors + [
-        f"{res.label} runner: {f.title}; fix: {f.fix}" for res in (result.base, result.head)
+@dataclass
+class CalibrateOptions:
+    plan: Plan
+    build: ab.Build
+    blocks: int
+    out: Path  # the A/A results
+    store: Path  # the folder the calibration run is added to
+    cache_dir: Path
+    noise_dirs: list[Path] | None = None  # where the design is looked up afterwards
+    progress: Progress = field(default_factory=lambda: Progress(quiet=True))
+    command: str = ""
+
+
+@dataclass(frozen=True)
+class Calibrated:
+    path: Path
+    run: CalibrationRun
+    noise: Noise  # every calibration that now applies to this runner and plan
+    design: ABDesign | None  # what gate ab will run, sized by them
+    why_not: str = ""  # when there is no design: why (CannotDecide's message)
+
+
+def calibrate(options: CalibrateOptions) -> Calibrated:
+    """Measure `blocks` A/A blocks of the build against itself and add them to the stored
+    calibration. A run whose measurement broke stores nothing (exit 4)."""
+    plan = options.plan
+    if options.blocks < MIN_BLOCKS:
+        raise GateError(f"--blocks {options.blocks}: a calibration needs at least {MIN_BLOCKS} "
+                        "blocks (the spread between server pairs)")
+    base, head, cost = _measure(options)
+    broken = base.errors + head.errors + [
+        f"{res.label} runner: {f.title}; fix: {f.fix}" for res in (base, head)
         if res.doctor for f in res.doctor.invalidating]
     if broken:
         raise GateError("calibration not stored: the measurement broke:\n  - "
                         + "\n  - ".join(broken[:8]), exit_code=4)
-    pairs, units = aa_pairs(result.base, result.head, plan)
-    fp = result.head.fingerprint
-    identity = CalibrationKey(plan=plan.name, plan_hash=result.head.plan_hash,
-                               hardware_key=fp.hardware_key)
-    profile = estimate_calibration(pairs, identity, make_provenance(runner_summary(fp), command),
-                               units)
-    path = store_calibration(noise_dir, profile)
-    for warning in offset_warnings(profile):
-        progress(f"warning: {warning}")
-    return path, profile
+    pairs, units = aa_pairs(base, head, plan)
+    fp = head.fingerprint
+    run = estimate_run(pairs, calibrated_design(plan), make_provenance(
+        runner_summary(fp), options.command), cost, units)
+    key = CalibrationKey(plan=plan.name, plan_hash=head.plan_hash, runner_key=runner_key(fp))
+    path = store_run(options.store, key, run)
+    for warning in offset_warnings(run):
+        options.progress(f"warning: {warning}")
+    noise = noise_for([*(options.noise_dirs or []), options.store], plan.name, head.plan_hash, fp)
+    try:
+        return Calibrated(path, run, noise, design_ab(plan, plan.thresholds, noise))
+    except CannotDecide as exc:
+        return Calibrated(path, run, noise, None, str(exc))
 
 
-def _no_judgement(head: Results, base: Results | None) -> Verdict:
-    """A/A rounds are not judged: every planned round is measured."""
-    return Verdict(outcome=Outcome.INCONCLUSIVE, headline="calibrating: A/A rounds", mode="ab")
+def _measure(options: CalibrateOptions) -> tuple[Results, Results, CalibrationCost | None]:
+    plan = options.plan
+    rounds = options.blocks * plan.ab.rounds_per_block
+    fixed = plan.model_copy(update={"ab": plan.ab.model_copy(
+        update={"min_rounds": rounds, "max_rounds": rounds, "budget_minutes": None})})
+    sides = {label: ab.make_side(fixed, ab.Build(label, options.build.python, options.build.env),
+                             options.out, options.cache_dir) for label in ("base", "head")}
+    design = FixedDesign(rounds_per_block=plan.ab.rounds_per_block, max_rounds=rounds,
+                         description=f"calibration: {options.blocks} A/A blocks")
+    abrun = ab.ABRun(fixed, plan.thresholds, Noise(), design, sides, options.out,
+                     options.cache_dir, options.progress,
+                     ab.Profiler(fixed, options.out, ab.Profiling(policy="never"),
+                                  options.progress))
+    ab.blocks(abrun, None, judge=False)
+    out = {label: abrun.results(label) for label in sides}
+    for label, res in out.items():
+        save_results(res, options.out / label / "results.json")
+    return out["base"], out["head"], abrun.cost()

@@ -5,8 +5,8 @@ hunks applied (gate.evidence.hunk_patch), A/B'd against the reference build.
 
 Every configuration's outcome is stored in the state; ddmin is deterministic, so a resumed
 search replays the stored outcomes, and `Tester` raises `Uncached` at the first configuration
-not measured yet until `start` gives it a reference to measure against: the caller starts a
-server only when something is left to measure."""
+not measured yet until `start` gives it a reference to measure against: the caller makes
+the reference build only when something is left to measure."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from gate.evidence.bisect_record import HunksOutcome, HunksResult, HunksState, H
 from gate.evidence.ddmin import Config, ddmin
 from gate.evidence.hunk_patch import apply_hunks
 from gate.evidence.hunks import HunkSet
-from gate.flows.bisect_ab import ABSettings, BuildUnderTest, ReferenceServer, RunAB, decide
+from gate.flows.bisect_ab import ABRunner, ABSettings, BuildUnderTest, decide
 from gate.flows.bisect_builds import NotBuilt, StepBuilds, fresh_folder
 from gate.flows.bisect_result import effect_text
 from gate.flows.bisect_state import Checkpoint, relative
@@ -37,12 +37,15 @@ REPORT_FILE = "hunks-bisect.md"
 
 @dataclass
 class HunkReference:
-    """What configurations are measured against: the builds made so far, the reference
-    build (the import check compares with it) and its server."""
+    """What configurations are measured against: the builds made so far (configurations
+    are overlays over them) and the reference build."""
 
     builds: StepBuilds
     build: CommitBuild
-    server: ReferenceServer
+
+    @property
+    def side(self) -> BuildUnderTest:
+        return BuildUnderTest(self.build.python, self.build.env)
 
 
 def search(state: HunksState, checkpoint: Checkpoint, out: Path, tester: Tester
@@ -82,7 +85,7 @@ class Tester:
     until `start`, a configuration not measured before raises Uncached."""
 
     def __init__(self, state: HunksState, checkpoint: Checkpoint, out: Path,
-                 settings: ABSettings, run: RunAB):
+                 settings: ABSettings, run: ABRunner):
         self.state, self.checkpoint, self.out = state, checkpoint, out
         self.settings, self.run = settings, run
         self.reference: HunkReference | None = None
@@ -126,7 +129,7 @@ class Tester:
         modules = sorted({m for p in files if (m := module_name(p))})
         if problem := reference.builds.import_problem(build, reference.build, modules):
             return {"reproduces": False, "reason": problem, "build": build.how}
-        measured = decide(self.settings, reference.server.side,
+        measured = decide(self.settings, reference.side,
                           BuildUnderTest(build.python, build.env), folder, self.run)
         return {**measured.model_dump(), "build": build.how,
                 "reproduces": measured.outcome == Outcome.FAIL,

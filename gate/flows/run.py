@@ -83,10 +83,12 @@ def assemble(plan: Plan, label: str, fp: Fingerprint, info: ServerInfo,
     cells = session.cells if session else []
     errors = errors + (session.problems() if session else [])
     all_timings = {**(session.timings if session else {}), **timings}
+    served = session.doctor.served if session and session.doctor else None
     return Results(
         label=label,
         created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        plan=plan, plan_hash=plan.measurement_hash(), fingerprint=fp, server=info,
+        plan=plan, plan_hash=plan.measurement_hash(),
+        fingerprint=fingerprint.with_served(fp, served), server=info,
         status="error" if errors else "complete", errors=errors, timings_s=all_timings,
         cells=cells, ratios=metrics.level_ratios(cells), records=records,
         doctor=session.doctor if session else None,

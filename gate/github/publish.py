@@ -22,7 +22,6 @@ changes the verdict's exit code.
 from __future__ import annotations
 
 import sys
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,7 +41,12 @@ from gate.github.client import (
     RetryPolicy,
 )
 from gate.github.comment_file import CommentFile, CommentRun, load_comment_file, slim, worst_verdict
-from gate.github.workflow_commands import escape_data, format_command, workflow_command
+from gate.github.workflow_commands import (
+    escape_data,
+    format_command,
+    workflow_command,
+    write_outputs,
+)
 from gate.judge.verdict import Outcome, Verdict
 from gate.report.render import (
     GITHUB_COMMENT_LIMIT,
@@ -156,16 +160,6 @@ def append_summary(path: Path | None, report: str) -> None:
         fh.write(report.rstrip("\n") + "\n\n")
 
 
-def write_outputs(path: Path | None, values: dict[str, str]) -> None:
-    """Append to GITHUB_OUTPUT in the heredoc form, which is safe for any value."""
-    if path is None:
-        return
-    with path.open("a", encoding="utf-8") as fh:
-        for name, value in values.items():
-            delimiter = f"ghadelimiter_{uuid.uuid4()}"
-            while delimiter in value:  # pragma: no cover - astronomically unlikely
-                delimiter = f"ghadelimiter_{uuid.uuid4()}"
-            fh.write(f"{name}<<{delimiter}\n{value}\n{delimiter}\n")
 
 
 def annotatable(hunks: list[Hunk]) -> list[Hunk]:

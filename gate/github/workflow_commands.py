@@ -21,7 +21,9 @@ import contextlib
 import io
 import os
 import re
+import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TextIO
 
 COMMAND_PREFIXES = ("::", "##[")
@@ -160,3 +162,15 @@ def safe_std_streams() -> Iterator[tuple[SafeStream, SafeStream]]:
             stream.finish_line()
             stream.flush()
         sys.stdout, sys.stderr = saved
+
+
+def write_outputs(path: Path | None, values: dict[str, str]) -> None:
+    """Append to GITHUB_OUTPUT in the heredoc form, which is safe for any value."""
+    if path is None:
+        return
+    with path.open("a", encoding="utf-8") as fh:
+        for name, value in values.items():
+            delimiter = f"ghadelimiter_{uuid.uuid4()}"
+            while delimiter in value:  # pragma: no cover - astronomically unlikely
+                delimiter = f"ghadelimiter_{uuid.uuid4()}"
+            fh.write(f"{name}<<{delimiter}\n{value}\n{delimiter}\n")

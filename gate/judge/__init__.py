@@ -12,6 +12,9 @@ from typing import Any
 _EXPORTS = {
     "Baseline": "baseline",
     "compare_results": "compare",
+    "ABReference": "compare",
+    "BaselineReference": "compare",
+    "NoReference": "compare",
     "Noise": "noise",
     "NoiseCalibration": "noise",
     "noise_for": "noise",

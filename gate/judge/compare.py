@@ -1,226 +1,417 @@
-"""Judge a run: head results against the base build's results (A/B), a stored baseline, or
-alone. Pure functions from typed models to a `Verdict`; the method is docs/compare.md.
+"""Judge a run: head results against a reference, which is one of three kinds, each with its
+own judge (docs/compare.md):
 
-- A/B: each round r of both builds gives, per check, the paired log ratio
-  d_r = log(head_r / base_r) of two cells measured next to each other. The interval of its
-  mean pools the runner's noise profile (gate calibrate) with the run's own spread
-  (gate.judge.sequential), at the confidence the sequential design spends on this look; the looks
-  are replayed round by round, so `gate compare` on the files gives the verdict `gate ab`
-  stopped on. The structured-output overhead is judged the same way: head's guided/free TPOT
-  ratio against base's, round by round, so drift that hits both arms cancels.
-- baseline: head's repeats against the stored figures, unpaired (gate.judge.sequential).
-- alone (or against a baseline): the guided/free TPOT ratio against an absolute bound.
-- validity and integrity (gate.judge.run_validity): a broken measurement is `error`, never pass.
+- `ABReference`: the base build's results from the same runner. Rounds are paired (d_r =
+  log(head_r / base_r)), grouped into blocks of one server pair each, and judged by the
+  sequential test (gate.judge.sequential) look by look, so `gate compare` on the files
+  reaches the verdict `gate ab` stopped on. The structured-output overhead is judged the same
+  way: head's guided/free TPOT ratio against base's, round by round.
+- `BaselineReference`: a stored baseline; head's repeats against its figures, unpaired.
+- `NoReference`: the head alone; the guided/free TPOT ratio against an absolute bound (also
+  judged against a baseline).
 
-fail: the whole interval is past the threshold in the bad direction; pass: its bad end is
-within the threshold; inconclusive: it straddles the threshold.
+Validity and integrity (gate.judge.run_validity) come first: a broken measurement is `error`,
+never pass. Pure functions from typed models to a `Verdict`.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
+from enum import Enum
 
 import numpy as np
 
-from gate.core.errors import GateError
 from gate.judge import sequential as seq
 from gate.judge.baseline import Baseline, Figure, mismatches
-from gate.judge.checks import LOWER, Slot, judged, per_repeat, ratio_slots, slots
-from gate.judge.noise import Noise, Prior, prior_for
-from gate.judge.run_validity import ab_errors, integrity_errors, runner_findings, validity_checks
+from gate.judge.checks import HIGHER, LOWER, Slot, judged, per_repeat, ratio_slots, slots
+from gate.judge.noise import CalibrationDesign, Noise, single_prior
+from gate.judge.run_validity import (
+    ab_errors,
+    integrity_errors,
+    runner_findings,
+    runner_notes,
+    shape_warnings,
+    validity_checks,
+)
 from gate.judge.verdict import Check, Outcome, Verdict, worst
 from gate.measure.results import Results
 from gate.plan.thresholds import Thresholds
 from gate.runner.fingerprint import warnings_for
 
 
-def _prior(noise: Noise, thresholds: Thresholds, on_gpu: bool, name: str, paired: bool) -> Prior:
-    return prior_for(noise.profile, name, thresholds.run_noise_for(on_gpu), paired=paired,
-                     label=noise.description)
+class Cause(str, Enum):
+    """Why a verdict is an error, as data: what the advice is chosen by."""
+
+    INCOMPLETE = "incomplete"  # run status, run errors, failed requests, empty cells
+    OFF_SCHEMA = "off_schema"  # guided outputs that do not follow their schema
+    NOT_COMPARABLE = "not_comparable"  # other plan, other hardware, a baseline that differs
+    RUNNER = "runner"  # the runner doctor's invalidating findings
 
 
-def _check(slot: Slot, threshold: float, interval: seq.Interval, outcome: Outcome, **kw) -> Check:
+@dataclass(frozen=True)
+class Context:
+    """What every judge needs besides its reference."""
+
+    head: Results
+    thresholds: Thresholds
+    noise: Noise
+
+    @property
+    def on_gpu(self) -> bool:
+        return bool(self.head.fingerprint.gpus)
+
+
+@dataclass
+class Judged:
+    """What a judge found: its checks, the family they share, and what it has to say."""
+
+    checks: list[Check] = field(default_factory=list)
+    family: int = 1
+    errors: list[str] = field(default_factory=list)
+    causes: set[Cause] = field(default_factory=set)
+    notes: list[str] = field(default_factory=list)
+    validity: list[Check] = field(default_factory=list)
+    method: str = ""
+    rounds: int | None = None
+    # Why the two sides are not comparable at all: the first thing a verdict says.
+    mismatch: list[str] = field(default_factory=list)
+
+    def add(self, other: Judged) -> Judged:
+        return Judged(self.checks + other.checks, max(self.family, other.family),
+                      self.errors + other.errors, self.causes | other.causes,
+                      self.notes + other.notes, self.validity + other.validity,
+                      " ".join(m for m in (self.method, other.method) if m),
+                      other.rounds or self.rounds, self.mismatch + other.mismatch)
+
+
+def _validity(res: Results, thresholds: Thresholds, who: str) -> Judged:
+    """Integrity and validity of one side's measurement."""
+    integrity = integrity_errors(res, who)
+    checks, errors = validity_checks(res, thresholds, who)
+    causes = {Cause.INCOMPLETE} if integrity else set()
+    if any(c.name == "validity.guided_valid_share" and c.outcome == Outcome.ERROR for c in checks):
+        causes.add(Cause.OFF_SCHEMA)
+    return Judged(errors=integrity + errors, causes=causes, validity=checks)
+
+
+def _relative_check(slot: Slot, threshold: float, interval: seq.Interval, outcome: Outcome,
+                    **kw) -> Check:
     return Check(
         name=slot.name, label=slot.label, kind="relative", direction=slot.metric.direction,
-        unit=slot.metric.unit, concurrency=slot.concurrency, arm="guided",
+        unit=slot.metric.unit, concurrency=slot.concurrency, arm=slot.arm,
         delta_pct=interval.mean_pct, ci_low_pct=interval.lo_pct, ci_high_pct=interval.hi_pct,
         threshold=threshold, outcome=outcome, **kw)
 
 
-# ---------------------------------------------------------------- A/B: paired rounds
+# ---------------------------------------------------------------- A/B: the sequential test
 
 
-def paired_checks(head: Results, base: Results, found: list[Slot], thresholds: Thresholds,
-                  noise: Noise, design: seq.SequentialDesign, looks: int) -> list[Check]:
-    """Replay the sequential test look by look over the rounds both builds measured."""
-    on_gpu = bool(head.fingerprint.gpus)
-    pairs: dict[str, list[tuple[float, float]]] = {}
-    specs = []
-    for slot in found:
-        h, b = per_repeat(head, slot), per_repeat(base, slot)
-        pairs[slot.name] = [(b[r], h[r]) for r in sorted(set(h) & set(b))]
-        prior = _prior(noise, thresholds, on_gpu, slot.name, paired=True)
-        specs.append(seq.CheckSpec(slot.name, slot.threshold(thresholds), slot.metric.direction,
-                                   prior.sigma, prior.df, prior.source))
-    state = seq.start(design, specs)
-    for look in range(1, looks + 1):
-        upto = look if look < looks else None  # the last look sees every round
-        state = seq.observe(state, {name: [math.log(hv / bv) for bv, hv in p[:upto]]
-                                    for name, p in pairs.items() if p[:upto]})
-    out = []
-    for slot, spec in zip(found, specs, strict=True):
-        cs, p = state.checks[spec.name], pairs[slot.name]
-        if not p:
-            continue
-        d = [math.log(hv / bv) for bv, hv in p]
-        noisier = seq.spread_exceeds_prior(d, spec.prior_sigma, spec.prior_df)
-        out.append(_check(
-            slot, spec.threshold_pct, cs.interval, cs.outcome,
-            base=float(np.exp(np.mean(np.log([bv for bv, _ in p])))),
-            head=float(np.exp(np.mean(np.log([hv for _, hv in p])))),
-            head_n=len(p), base_n=len(p), decided_at_round=cs.decided_at,
-            interval_source=f"{len(p)} paired round(s); prior: {spec.prior_source}"
-            + ("; the spread of this run exceeds the prior" if cs.disjoint or noisier else ""),
-            note="this run is noisier than its noise profile: run gate calibrate again"
-            if noisier else "",
-        ))
-    return out
+AB_METHOD = (
+    "A/B, paired rounds in blocks of {block} on one server pair each ({noise}). Per check a "
+    "truncated SPRT (alpha {alpha:g} at theta0, beta {beta:g} at theta1 = 1.5x the threshold, "
+    "the threshold their midpoint) on the blocks' mean log ratios, at most {blocks} blocks; "
+    "its variance pools the calibration's spread of a block (at its {ucb:.0%} upper bound) "
+    "with this run's own. Round 1 can fail only a gross effect. The interval shown is "
+    "{shown:.0%}. Invalid JSON, length finishes, failed requests, coalesced streams or an "
+    "incomplete run: error.")
+
+
+@dataclass(frozen=True)
+class ABReference:
+    """The base build's results, measured on the same runner."""
+
+    base: Results
+    path: str | None = None
+    mode = "ab"
+
+    def judge(self, ctx: Context) -> Judged:
+        out = _validity(self.base, ctx.thresholds, "base")
+        out.validity = []  # the verdict lists the head's validity checks
+        mismatch = ab_errors(ctx.head, self.base)
+        if mismatch:
+            out.mismatch += mismatch
+            out.causes.add(Cause.NOT_COMPARABLE)
+            return out
+        found = judged(slots(ctx.head), ctx.thresholds) + \
+            judged(ratio_slots(ctx.head, ctx.thresholds), ctx.thresholds)
+        design, calibrated = ab_design(ctx.head, self.base, max(len(found), 1))
+        checks = [c for slot in found
+                  if (c := self._paired(ctx, slot, design, calibrated)) is not None]
+        notes = ["guided/free ratio judged against the base build's (paired overhead), not "
+                 "against the absolute bound"]
+        if not ctx.noise.calibrations:
+            notes.append(f"no calibration applies ({ctx.noise.description}): each check rests "
+                         "on this run's own spread between blocks; calibrate this runner "
+                         "(gate calibrate) to decide sooner")
+        method = AB_METHOD.format(
+            block=design.rounds_per_block, noise=ctx.noise.description, alpha=design.alpha,
+            beta=design.beta, blocks=design.max_blocks, ucb=seq.PRIOR_UCB,
+            shown=seq.SHOWN_CONFIDENCE)
+        rounds = len({c.repeat for c in ctx.head.cells})
+        return out.add(Judged(checks, len(found), notes=notes, method=method, rounds=rounds))
+
+    def _paired(self, ctx: Context, slot: Slot, design: seq.Design,
+                calibrated: CalibrationDesign) -> Check | None:
+        h, b = per_repeat(ctx.head, slot), per_repeat(self.base, slot)
+        pairs = [(b[r], h[r]) for r in sorted(set(h) & set(b))]
+        if not pairs:
+            return None
+        prior = ctx.noise.prior(slot.name, calibrated, design.rounds_per_block)
+        threshold = slot.threshold(ctx.thresholds)
+        assert threshold is not None  # judged() kept only slots with a threshold
+        spec = seq.CheckSpec(slot.name, threshold, slot.metric.direction, prior)
+        result = seq.replay(spec, [math.log(hv / bv) for bv, hv in pairs], design)
+        return _relative_check(
+            slot, threshold, result.interval, result.outcome,
+            base=_geomean([bv for bv, _ in pairs]), head=_geomean([hv for _, hv in pairs]),
+            head_n=len(pairs), base_n=len(pairs), decided_at_round=result.decided_at_round,
+            interval_source=_ab_source(result, design),
+            note="this run varied more than its calibration: the calibration was set aside "
+            "for this check (its own spread, widened); run gate calibrate again"
+            if result.prior_set_aside else "")
+
+
+def ab_design(head: Results, base: Results, family: int) -> tuple[seq.Design, CalibrationDesign]:
+    """The sequential design `gate ab` fixed (its rounds per block and maximum, kept in the
+    results), and the design its calibration was measured with. Results not measured by
+    `gate ab` (two `gate run`s, each on its own server) are one block of all their rounds."""
+    ab = head.plan.ab
+    calibrated = CalibrationDesign(servers=ab.servers, rounds_per_block=ab.rounds_per_block)
+    rounds = max(len({c.repeat for c in head.cells}), 1)
+    if head.sequential_rounds and head.sequential_rounds == base.sequential_rounds:
+        block = ab.rounds_per_block
+        return seq.Design(block, max(head.sequential_rounds // block, 1), family), calibrated
+    return seq.Design(rounds, 1, family), calibrated
+
+
+def _ab_source(result: seq.CheckResult, design: seq.Design) -> str:
+    prior = result.spec.prior
+    llr = "" if result.llr is None else (
+        f"; SPRT LLR {result.llr:+.2f} (fail at >= {design.fail_llr:.2f}, pass at <= "
+        f"{design.pass_llr:.2f})")
+    looks = (f"{result.rounds} paired round(s), {result.blocks} block(s) of "
+             f"{design.rounds_per_block}{llr}" if result.blocks else
+             "round 1 (the look for gross effects; blocks not yet whole)")
+    return f"{looks}; " + (prior.source if prior else "no calibration: the run's own spread only")
+
+
+def _geomean(values: list[float]) -> float:
+    return float(np.exp(np.mean(np.log(values))))
+
+
+# ---------------------------------------------------------------- A/B screening: no calibration
+
+
+SCREENING_METHOD = (
+    "Screening (no calibration of this runner): one block of {rounds} rounds on one server "
+    "pair, judged for gross effects only. A check fails when EVERY round shows the head worse "
+    "than the base by at least {margin}, a margin far beyond any spread between rounds or "
+    "between two servers of one build measured on the gate's runners (docs/compare.md, "
+    "\"Screening without a calibration\"); nothing passes without a calibration.")
+
+
+def screening_margin(threshold_pct: float) -> float:
+    """The badness (log scale) every round of a screening block must reach to fail: 50%, or
+    twice the SPRT's fail hypothesis (1.5x the threshold) for a loose threshold."""
+    return max(math.log(1.5), 2.0 * seq.zone_for(threshold_pct).theta1)
+
+
+@dataclass(frozen=True)
+class ScreeningReference:
+    """The base build's results from one block measured without a calibration: a check can
+    fail (a gross effect in every round) or stay undecided, never pass."""
+
+    base: Results
+    path: str | None = None
+    mode = "ab"
+
+    def judge(self, ctx: Context) -> Judged:
+        out = _validity(self.base, ctx.thresholds, "base")
+        out.validity = []
+        if mismatch := ab_errors(ctx.head, self.base):
+            out.mismatch += mismatch
+            out.causes.add(Cause.NOT_COMPARABLE)
+            return out
+        found = judged(slots(ctx.head), ctx.thresholds) + \
+            judged(ratio_slots(ctx.head, ctx.thresholds), ctx.thresholds)
+        checks = [c for slot in found if (c := self._screened(ctx, slot)) is not None]
+        rounds = len({c.repeat for c in ctx.head.cells})
+        margin = screening_margin(min((c.threshold for c in checks), default=10.0))
+        method = SCREENING_METHOD.format(rounds=rounds, margin=f"{math.expm1(margin):.0%}")
+        notes = [f"no calibration of this runner ({ctx.noise.description}): only gross "
+                 "effects were judged; calibrate (gate calibrate) to decide the thresholds"]
+        return out.add(Judged(checks, len(found), notes=notes, method=method, rounds=rounds))
+
+    def _screened(self, ctx: Context, slot: Slot) -> Check | None:
+        h, b = per_repeat(ctx.head, slot), per_repeat(self.base, slot)
+        pairs = [(b[r], h[r]) for r in sorted(set(h) & set(b))]
+        threshold = slot.threshold(ctx.thresholds)
+        if not pairs or threshold is None:
+            return None
+        sign = -1.0 if slot.metric.direction == HIGHER else 1.0
+        badness = [sign * math.log(hv / bv) for bv, hv in pairs]
+        gross = len(pairs) >= 2 and min(badness) >= screening_margin(threshold)
+        d = [math.log(hv / bv) for bv, hv in pairs]
+        interval = seq.Interval(math.expm1(sum(d) / len(d)) * 100, math.expm1(min(d)) * 100,
+                                math.expm1(max(d)) * 100)
+        return _relative_check(
+            slot, threshold, interval, Outcome.FAIL if gross else Outcome.INCONCLUSIVE,
+            base=_geomean([bv for bv, _ in pairs]), head=_geomean([hv for _, hv in pairs]),
+            head_n=len(pairs), base_n=len(pairs), decided_at_round=len(pairs) if gross else None,
+            interval_source=f"screening: the range of {len(pairs)} round(s) of one server "
+            f"pair, no calibration; fails only at {math.expm1(screening_margin(threshold)):.0%} "
+            "or worse in every round")
 
 
 # ---------------------------------------------------------------- baseline: unpaired
 
 
-def _baseline_sample(figure: Figure) -> seq.LogSample:
-    if figure.values:
-        return seq.log_sample(figure.values)
-    return seq.log_sample_from_moments(float(figure.mean), figure.std, figure.n or 1)
+BASELINE_METHOD = (
+    "Baseline: each check's interval is a Student t interval of mean log(head) - mean "
+    "log(baseline) whose variance pools one measurement's spread ({noise}) with the repeats' "
+    "own, at {conf:.1%} each ({confidence:.0%} simultaneous over {k} checks). fail: the whole "
+    "interval is past the threshold in the bad direction; pass: its bad end is within it.")
 
 
-def baseline_checks(head: Results, baseline: Baseline, found: list[Slot], thresholds: Thresholds,
-                    noise: Noise, confidence: float, notes: list[str]) -> list[Check]:
-    on_gpu = bool(head.fingerprint.gpus)
-    out = []
-    for slot in found:
-        figure = baseline.figures[slot.name]
-        values = list(per_repeat(head, slot).values())
-        if not values:
-            continue
-        prior = _prior(noise, thresholds, on_gpu, slot.name, paired=False)
+@dataclass(frozen=True)
+class BaselineReference:
+    """A stored baseline's figures."""
+
+    baseline: Baseline
+    path: str | None = None
+    mode = "baseline"
+
+    def judge(self, ctx: Context) -> Judged:
+        where = f" ({self.path})" if self.path else ""
+        mismatch = [f"baseline{where} does not match the head run: {m}"
+                    for m in mismatches(self.baseline, ctx.head)]
+        notes = []
+        if self.baseline.provenance.kind == "reported":
+            notes.append(
+                "the baseline's figures are reported from a public source "
+                f"({self.baseline.provenance.url or self.baseline.provenance.source}), not "
+                "measured by this plan: a difference may also come from the harness")
+        if mismatch:
+            return Judged(mismatch=mismatch, causes={Cause.NOT_COMPARABLE}, notes=notes)
+        found = judged(slots(ctx.head), ctx.thresholds)
+        notes += [f"{s.label}: the baseline has no figure for {s.name}; not compared"
+                  for s in found if s.name not in self.baseline.figures]
+        found = [s for s in found if s.name in self.baseline.figures]
+        bounds = ratio_slots(ctx.head, ctx.thresholds) \
+            if ctx.thresholds.guided_free_tpot_ratio is not None else []
+        family = max(len(found) + len(bounds), 1)
+        conf = seq.bonferroni_confidence(ctx.thresholds.confidence, family)
+        checks = [c for s in found if (c := self._unpaired(ctx, s, conf)) is not None]
+        method = BASELINE_METHOD.format(noise=ctx.noise.description, conf=conf,
+                                        confidence=ctx.thresholds.confidence, k=family)
+        out = Judged(checks, family, notes=notes, method=method)
+        return out.add(bound_checks(ctx, family))
+
+    def _unpaired(self, ctx: Context, slot: Slot, confidence: float) -> Check | None:
+        figure = self.baseline.figures[slot.name]
+        values = list(per_repeat(ctx.head, slot).values())
+        threshold = slot.threshold(ctx.thresholds)
+        if not values or threshold is None:
+            return None
+        prior = single_prior(ctx.noise, slot.name, ctx.thresholds.run_noise_for(ctx.on_gpu))
         interval = seq.unpaired_interval(seq.log_sample(values), _baseline_sample(figure),
                                          prior.sigma, prior.df, confidence)
-        threshold = slot.threshold(thresholds)
-        out.append(_check(
+        return _relative_check(
             slot, threshold, interval, seq.decide(interval, threshold, slot.metric.direction),
             base=figure.point, head=float(np.mean(values)), head_n=len(values),
             base_n=figure.count, interval_source=f"head: {len(values)} repeat(s), baseline: "
-            f"{figure.count} value(s); prior: {prior.source}",
-        ))
-    return out
+            f"{figure.count} value(s); prior: {prior.source}")
 
 
-# ---------------------------------------------------------------- absolute ratio bound
+def _baseline_sample(figure: Figure) -> seq.LogSample:
+    if figure.values:
+        return seq.log_sample(figure.values)
+    assert figure.mean is not None  # a Figure holds values or a mean (its validator)
+    return seq.log_sample_from_moments(figure.mean, figure.std, figure.n or 1)
 
 
-def ratio_bound_checks(head: Results, thresholds: Thresholds, noise: Noise, confidence: float
-                       ) -> list[Check]:
-    """The head's guided/free TPOT ratio per level against an absolute bound."""
-    bound = thresholds.guided_free_tpot_ratio
-    on_gpu = bool(head.fingerprint.gpus)
-    out = []
-    for slot in ratio_slots(head, thresholds):
-        values = list(per_repeat(head, slot).values())
-        if not values or bound is None:
+# ---------------------------------------------------------------- alone: the absolute bound
+
+
+@dataclass(frozen=True)
+class NoReference:
+    """The head alone."""
+
+    mode = "absolute"
+
+    def judge(self, ctx: Context) -> Judged:
+        note = ("no baseline and no base results: only the guided/free ratio bound and "
+                "validity were checked")
+        bounds = ratio_slots(ctx.head, ctx.thresholds) \
+            if ctx.thresholds.guided_free_tpot_ratio is not None else []
+        return Judged(notes=[note]).add(bound_checks(ctx, max(len(bounds), 1)))
+
+
+def bound_checks(ctx: Context, family: int) -> Judged:
+    """The head's guided/free TPOT ratio per level against an absolute bound: the t interval
+    of the mean log ratio over the repeats, its spread pooled with one server's spread of the
+    ratio (calibration) or the labelled fallback."""
+    bound = ctx.thresholds.guided_free_tpot_ratio
+    if bound is None:
+        return Judged(notes=["guided/free TPOT ratio bound disabled (guided_free_tpot_ratio "
+                             "is null)"])
+    conf = seq.bonferroni_confidence(ctx.thresholds.confidence, family)
+    checks = []
+    for slot in ratio_slots(ctx.head, ctx.thresholds):
+        values = list(per_repeat(ctx.head, slot).values())
+        if not values:
             continue
-        # Two cells (guided, free) behind each ratio: the spread of a pair.
-        prior = _prior(noise, thresholds, on_gpu, slot.name, paired=True)
-        sample = seq.log_sample(values)
-        # One sample against a fixed bound: the t interval of the mean log ratio, its spread
-        # pooled from the prior and the repeats (as paired_interval does for rounds' d).
+        prior = single_prior(ctx.noise, slot.name, ctx.thresholds.run_noise_for(ctx.on_gpu),
+                             two_cells=True)
         _, lo, hi = seq.paired_interval([math.log(v) for v in values], prior.sigma, prior.df,
-                                        confidence)
+                                        conf)
         lo_x, hi_x = 1 + lo / 100, 1 + hi / 100
         outcome = Outcome.FAIL if lo_x > bound else Outcome.PASS if hi_x <= bound else \
             Outcome.INCONCLUSIVE
-        out.append(Check(
+        checks.append(Check(
             name=f"bound.c{slot.concurrency}.tpot_p50", label=f"guided/free TPOT p50 "
             f"(c={slot.concurrency}) bound", kind="absolute", direction=LOWER, unit="x",
-            concurrency=slot.concurrency, arm="guided", head=float(math.exp(sample.mean)),
+            concurrency=slot.concurrency, arm="guided", head=_geomean(values),
             ci_low=lo_x, ci_high=hi_x, threshold=bound, outcome=outcome, head_n=len(values),
-            interval_source=f"{len(values)} repeat(s); prior: {prior.source}",
-        ))
-    return out
+            interval_source=f"{len(values)} repeat(s); prior: {prior.source}"))
+    method = (f"The guided/free bound: a t interval of the mean log ratio over the repeats at "
+              f"{conf:.1%} each ({ctx.noise.description}).")
+    return Judged(checks, family, method=method)
 
 
 # ---------------------------------------------------------------- the verdict
 
 
-METHOD = (
-    "Each check's interval is a Student t interval on the mean log ratio whose variance pools "
-    "the runner's noise profile ({noise}) with this run's own spread (docs/compare.md). A/B: "
-    "rounds are paired (head and base cells measured next to each other), looks are replayed "
-    "round by round, and each look's interval is taken at the confidence the sequential "
-    "design spends on it: {conf:.0%} overall, simultaneous over the {k} judged checks and "
-    "{looks} planned looks (spending alpha*(i/L)^2), so stopping early cannot inflate false "
-    "fails. fail: the whole interval is past the threshold in the bad direction; pass: its "
-    "bad end is within the threshold; inconclusive: it straddles the threshold. Invalid JSON, "
-    "length finishes, failed requests, coalesced streams or an incomplete run: error."
-)
+Reference = ABReference | ScreeningReference | BaselineReference | NoReference
 
 
-def compare_results(
-    head: Results,
-    base: Results | None,
-    baseline: Baseline | None,
-    thresholds: Thresholds,
-    *,
-    noise: Noise | None = None,
-    head_path: str | None = None,
-    base_path: str | None = None,
-    baseline_path: str | None = None,
-) -> Verdict:
-    """The verdict on `head`: against `base` results (A/B, paired rounds; replayed look by
-    look when gate ab measured them sequentially), a stored `baseline`, or, with neither, only
-    the absolute checks (guided/free ratio bound, validity)."""
-    if base is not None and baseline is not None:
-        raise GateError("compare against base results or a baseline, not both")
-    noise = noise or Noise()
-    mode = "ab" if base is not None else "baseline" if baseline is not None else "absolute"
-    errors = integrity_errors(head, "head")
-    validity, validity_errs = validity_checks(head, thresholds, "head")
-    errors += validity_errs
-    notes: list[str] = []
-    mismatch: list[str] = []
-    if base is not None:
-        errors += integrity_errors(base, "base") + validity_checks(base, thresholds, "base")[1]
-        mismatch = ab_errors(head, base)
-    if baseline is not None:
-        where = f" ({baseline_path})" if baseline_path else ""
-        mismatch = [f"baseline{where} does not match the head run: {m}"
-                    for m in mismatches(baseline, head)]
-        if baseline.provenance.kind == "reported":
-            notes.append(
-                "the baseline's figures are reported from a public source "
-                f"({baseline.provenance.url or baseline.provenance.source}), not measured by "
-                "this plan: a difference may also come from the harness")
-    errors += mismatch
-    max_looks = (head.sequential_rounds if base is not None and head.sequential_rounds
-                 and base.sequential_rounds == head.sequential_rounds else 1)
-    checks, family = _judge(head, base, baseline, thresholds, noise, max_looks, bool(mismatch),
-                            notes)
-    doctor_errors, warnings = _runner_notes(head, base)
-    errors += doctor_errors
+def compare_results(head: Results, reference: Reference, thresholds: Thresholds, *,
+                    noise: Noise | None = None, head_path: str | None = None) -> Verdict:
+    """The verdict on `head` against `reference` (A/B base results, a stored baseline, or
+    none: only the absolute checks)."""
+    ctx = Context(head, thresholds, noise or Noise())
+    judged_ = _validity(head, thresholds, "head").add(reference.judge(ctx))
+    base = reference.base if isinstance(reference, (ABReference, ScreeningReference)) else None
+    runner_errors, warnings = _runner_notes(head, base)
+    warnings += [w for who, res in (("head", head), ("base", base)) if res is not None
+                 for w in shape_warnings(res, thresholds, who)]
+    if runner_errors:
+        judged_.causes.add(Cause.RUNNER)
+    errors = judged_.mismatch + judged_.errors + runner_errors
+    checks = judged_.checks
+    outcome = Outcome.ERROR if errors else worst([c.outcome for c in checks + judged_.validity])
     verdict = Verdict(
-        outcome=Outcome.ERROR if errors else worst([c.outcome for c in checks + validity]),
-        headline="", mode=mode, head_results=head_path, base_results=base_path,
-        baseline=baseline_path, checks=checks + validity, errors=errors, notes=notes,
+        outcome=outcome, headline="", mode=reference.mode, head_results=head_path,
+        base_results=reference.path if isinstance(reference, (ABReference, ScreeningReference))
+        else None,
+        baseline=reference.path if isinstance(reference, BaselineReference) else None,
+        checks=checks + judged_.validity, errors=errors, notes=judged_.notes,
         warnings=warnings, thresholds=thresholds.model_dump(mode="json"),
-        noise_profile=noise.description,
-        method=METHOD.format(noise=noise.description, conf=thresholds.confidence, k=family,
-                             looks=max_looks),
-        rounds=len({c.repeat for c in head.cells}) if base is not None else None,
-    )
+        noise_profile=ctx.noise.description, method=judged_.method, rounds=judged_.rounds)
     verdict.headline = headline(verdict)
-    verdict.advice = advice(verdict)
+    ttft_failed = any(is_ttft(c) and c.outcome == Outcome.FAIL for c in checks)
+    verdict.advice = advice(outcome, judged_.causes, bool(ctx.noise.calibrations), ttft_failed)
     return verdict
 
 
@@ -231,46 +422,11 @@ def _runner_notes(head: Results, base: Results | None) -> tuple[list[str], list[
         warnings += [f"base: {w}" for w in warnings_for(base.fingerprint)]
     for who, res in (("head", head), ("base", base)):
         if res is not None:
-            doctor_errors, doctor_warnings = runner_findings(res, who)
-            errors += doctor_errors
-            warnings += doctor_warnings
+            for found_errors, found_warnings in (runner_findings(res, who),
+                                                 runner_notes(res, who)):
+                errors += found_errors
+                warnings += found_warnings
     return errors, warnings
-
-
-def _judge(head, base, baseline, thresholds, noise, max_looks, mismatched, notes
-           ) -> tuple[list[Check], int]:
-    """(checks, family size): the relative checks the mode allows, then the bounds. With one
-    planned look, all rounds are judged at once; with more, round r is look r."""
-    found = judged(slots(head), thresholds)
-    if base is not None:
-        found += judged(ratio_slots(head, thresholds), thresholds)
-    elif baseline is not None:
-        for slot in found:
-            if slot.name not in baseline.figures:
-                notes.append(f"{slot.label}: the baseline has no figure for {slot.name}; "
-                             "not compared")
-        found = [s for s in found if s.name in baseline.figures]
-    bounds = [] if base is not None or thresholds.guided_free_tpot_ratio is None else \
-        ratio_slots(head, thresholds)
-    family = max(len(found) + len(bounds), 1)
-    rounds = len({c.repeat for c in head.cells})
-    design = seq.SequentialDesign(max(max_looks, 1), family, thresholds.confidence)
-    confidence = design.confidence_at(1)
-    checks: list[Check] = []
-    if not mismatched and base is not None:
-        looks = min(rounds, max_looks) if max_looks > 1 else 1
-        checks = paired_checks(head, base, found, thresholds, noise, design, looks)
-        notes.append("guided/free ratio judged against the base build's (paired overhead), "
-                     "not against the absolute bound")
-    elif not mismatched and baseline is not None:
-        checks = baseline_checks(head, baseline, found, thresholds, noise, confidence, notes)
-    if base is None and baseline is None:
-        notes.append("no baseline and no base results: only the guided/free ratio bound and "
-                     "validity were checked")
-    if thresholds.guided_free_tpot_ratio is None and base is None:
-        notes.append("guided/free TPOT ratio bound disabled (guided_free_tpot_ratio is null)")
-    checks += ratio_bound_checks(head, thresholds, noise, confidence) if bounds else []
-    return checks, family
 
 
 def _describe(c: Check) -> str:
@@ -289,28 +445,52 @@ def headline(v: Verdict) -> str:
         first = v.errors[0] if v.errors else "a check could not be judged"
         return f"ERROR: the measurement cannot be judged: {first}{more}"
     bad = [c for c in v.checks if c.outcome == v.outcome]
+    bad = ttft_first(bad) if v.outcome == Outcome.FAIL else bad
     more = f"; {len(bad) - 1} more" if len(bad) > 1 else ""
     if v.outcome == Outcome.FAIL:
-        return f"FAIL: {_describe(bad[0])}{more}"
+        what = "time to first token: " if is_ttft(bad[0]) else ""
+        return f"FAIL: {what}{_describe(bad[0])}{more}"
     if v.outcome == Outcome.INCONCLUSIVE:
-        return f"INCONCLUSIVE: {_describe(bad[0])} straddles the threshold{more}"
+        return f"INCONCLUSIVE: {_describe(bad[0])} is not decided{more}"
     if not v.checks:
         return "PASS: nothing to judge"
     lead = next((c for c in v.checks if c.kind != "validity"), v.checks[0])
     return f"PASS: {len(v.checks)} checks within thresholds; {_describe(lead)}"
 
 
-def advice(v: Verdict) -> list[str]:
+def is_ttft(c: Check) -> bool:
+    return "ttft" in c.name
+
+
+def ttft_first(checks: list[Check]) -> list[Check]:
+    """Time-to-first-token checks lead: a compile or grammar-cache regression moves them
+    first and most, and per-token figures would hide it (stable order otherwise)."""
+    return sorted(checks, key=lambda c: not is_ttft(c))
+
+
+def advice(outcome: Outcome, causes: set[Cause], calibrated: bool,
+           ttft_failed: bool = False) -> list[str]:
+    """What to do next, chosen by the outcome, the typed causes of its errors and whether a
+    time-to-first-token check failed."""
     out = []
-    if v.outcome == Outcome.INCONCLUSIVE:
+    if outcome == Outcome.INCONCLUSIVE:
         out.append(
-            "The noise is wider than the threshold. Run more rounds (gate ab --max-rounds, or "
-            "a larger --budget-minutes), measure this runner's noise with gate calibrate if "
-            "the verdict used the fallback constant, or lengthen the cells (sweep.window_s).")
-    if v.outcome == Outcome.FAIL:
+            "Not decided within the design's rounds: continue the same test with gate ab "
+            "--resume OUT (it adds rounds to this sequential test; a fresh run would start a "
+            "new one)" + ("" if calibrated else ", and calibrate this runner (gate calibrate) "
+                          "so that each round carries more weight") + ".")
+    if outcome == Outcome.FAIL:
         out.append("A slowdown beyond the threshold: see the failing checks.")
-    if any("not valid JSON" in e for e in v.errors):
+    if ttft_failed:
+        out.append(
+            "Guided requests wait longer for their first token: look at grammar compilation "
+            "and the grammar cache (vllm/v1/structured_output/, the backend's compiler); "
+            "'Where the wait is' says whether the time is spent waiting for the grammar.")
+    if Cause.OFF_SCHEMA in causes:
         out.append(
             "Outputs did not follow the schema: check that the request field is still honoured "
             "(response_format json_schema or structured_outputs) and that the backend is set.")
+    if Cause.NOT_COMPARABLE in causes:
+        out.append("The two sides are not comparable: measure both with the same plan on the "
+                   "same runner class.")
     return out

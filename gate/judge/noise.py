@@ -1,32 +1,41 @@
-"""Noise profiles: the measured spread of the paired figures of `gate ab` on one runner class.
+"""Noise calibrations: the measured spread of `gate ab`'s paired figures on one runner class,
+between server pairs and between rounds (docs/compare.md, "Calibrations").
 
-`gate calibrate` measures A/A rounds (the same build on both servers) and stores, per check,
-the standard deviation across rounds of d = log(head / base) (natural log: 0.05 is about 5%)
-and the number of pairs behind it. `gate compare`/`gate ab` take it as the prior spread of
-their intervals (gate/judge/sequential.py), worth pairs - 1 degrees of freedom. One YAML file per
-(plan, hardware key) in a folder beside the baselines (baselines/noise/ by default):
+`gate calibrate` runs A/A blocks: the same build on both sides, B rounds per block on one pair
+of freshly started servers, a new pair for every block. Per check it stores the mean of
+d = log(head / base) of every block (their spread is the spread of a block's mean, the unit of
+the sequential test, between-server offsets included) and the spread of d around its block's
+mean (round to round on one pair). One YAML file per (plan, runner key), read from every folder
+the gate looks in (baselines/noise/ and the cache folder):
 
-    schema_version: 1
+    schema_version: 2
     plan: cpu-smoke
-    plan_hash: 3f2a...                    # Plan.measurement_hash(): cell sizes, levels, server
-    hardware_key: 'cpu: AMD EPYC 7B13'    # Fingerprint.hardware_key, exact or an fnmatch pattern
-    provenance: {date, gate_version, runner, command, note}
-    checks:
-      drain.req_per_min: {sigma: 0.031, pairs: 12, unit: req/min, aa_mean: 0.004, sigma_single: 0.05}
-    history: [{provenance, plan_hash, checks}, ...]   # newest first, at most 20
+    plan_hash: 3f2a...                    # Plan.measurement_hash(): cells, levels, server
+    runner_key: 'cpu: AMD EPYC 7B13; cpus 2; quota none'   # runner_key(), exact or a pattern
+    runs:                                 # calibration runs of this plan hash, newest first
+    - provenance: {date, gate_version, runner, command, note}
+      design: {servers: persistent, rounds_per_block: 2}
+      cost: {pair_s: 70.0, round_s: 65.0}   # runner seconds: a server pair's life, a round
+      checks:
+        drain.req_per_min: {unit: req/min, block_means: [0.01, -0.02, ...], within_sd: 0.03,
+                            within_df: 6, sigma_single: 0.04, single_df: 11}
+    history: [{plan_hash, run}, ...]      # runs of earlier plan hashes, not used
 
-Matching never guesses: a profile applies only when plan name, plan hash and hardware agree;
-`find_calibration` names for every file in the folder what did not match, so the caller can say
-why it fell back to the labelled constant.
+Runs pool, newest first, until their block means have ENOUGH_BLOCK_DF degrees of freedom, so
+short calibrations (a runner calibrating itself before its first A/B) add up. Matching never
+guesses: a calibration applies only when plan name, plan hash and runner key agree; the
+lookup names for every other file what did not match. Schema v1 files (one spread per check,
+measured on one server pair) are read as one block without a between-server spread.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field
@@ -34,29 +43,43 @@ from scipy import special
 
 from gate import __version__
 from gate.core.errors import GateError, MeasurementError
-from gate.core.store import StrictModel, load_record, load_records, slug, today, write_record
+from gate.core.files import load_yaml_mapping, validate
+from gate.core.store import StrictModel, dump_record, record_files, slug, today, write_record
+from gate.judge.sequential import Prior, ucb_factor
+from gate.judge.sizing import Cost, Spread
+from gate.runner.fingerprint import Fingerprint
 
-NOISE_SCHEMA_VERSION = 1
+NOISE_SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+MAX_RUNS = 20
 MAX_HISTORY = 20
+ENOUGH_BLOCK_DF = 9
 DEFAULT_NOISE_DIR = Path("baselines") / "noise"
-# Degrees of freedom the labelled fallback constant is worth when no profile matches: enough
-# to give a first round an interval, few enough that a run's own spread soon outweighs it.
+# Degrees of freedom the labelled fallback constant is worth in baseline mode and for the
+# guided/free bound when no calibration applies (the A/B never uses it).
 FALLBACK_PRIOR_DF = 4.0
 
 
 class CheckNoise(StrictModel):
-    sigma: float = Field(gt=0, description="sd across rounds of d = log(head/base), natural log")
-    pairs: int = Field(ge=2, description="A/A rounds (pairs) behind sigma; worth pairs - 1 df")
-    unit: str = Field("", description="unit of the figure (req/min, ms, x)")
-    aa_mean: float | None = Field(None, description="mean d over the A/A rounds (0 expected)")
-    sigma_single: float | None = Field(
-        None, gt=0, description="sd across rounds of log(figure) on one server: the prior of "
-        "baseline mode, which is not paired in time"
-    )
+    """One check in one calibration run."""
 
-    @property
-    def prior_df(self) -> float:
-        return float(self.pairs - 1)
+    unit: str = Field("", description="unit of the figure (req/min, ms, x)")
+    block_means: list[float] = Field(min_length=1, description="mean d per block (server pair)")
+    within_sd: float | None = Field(None, gt=0, description="sd of d around its block's mean")
+    within_df: int = Field(0, ge=0)
+    sigma_single: float | None = Field(
+        None, gt=0, description="sd of log(figure) on one side: the prior of baseline mode")
+    single_df: int = Field(0, ge=0)
+
+
+class CalibrationDesign(StrictModel):
+    servers: Literal["persistent", "per_round"]
+    rounds_per_block: int = Field(ge=1)
+
+
+class CalibrationCost(StrictModel):
+    pair_s: float = Field(gt=0, description="runner s to start, warm up and stop both servers")
+    round_s: float = Field(gt=0, description="runner s of one round of both builds")
 
 
 class NoiseProvenance(StrictModel):
@@ -67,76 +90,214 @@ class NoiseProvenance(StrictModel):
     note: str = ""
 
 
+class CalibrationRun(StrictModel):
+    provenance: NoiseProvenance
+    design: CalibrationDesign
+    cost: CalibrationCost | None = None
+    checks: dict[str, CheckNoise] = Field(min_length=1)
+
+
+class HistoryRun(StrictModel):
+    plan_hash: str
+    run: CalibrationRun
+
+
 class CalibrationKey(StrictModel):
     plan: str = Field(description="plan name")
     plan_hash: str = Field(description="Plan.measurement_hash() of the calibrated plan")
-    hardware_key: str = Field(description="Fingerprint.hardware_key, or an fnmatch pattern of it")
-
-
-class NoiseHistoryEntry(StrictModel):
-    provenance: NoiseProvenance
-    plan_hash: str
-    checks: dict[str, CheckNoise]
+    runner_key: str = Field(description="runner_key() of the runner, or an fnmatch pattern")
 
 
 class NoiseCalibration(CalibrationKey):
     schema_version: int = NOISE_SCHEMA_VERSION
-    provenance: NoiseProvenance
-    checks: dict[str, CheckNoise] = Field(min_length=1)
-    history: list[NoiseHistoryEntry] = Field(default_factory=list)
+    runs: list[CalibrationRun] = Field(min_length=1, description="newest first")
+    history: list[HistoryRun] = Field(default_factory=list)
 
     @property
     def identity(self) -> CalibrationKey:
-        return CalibrationKey(plan=self.plan, plan_hash=self.plan_hash, hardware_key=self.hardware_key)
+        return CalibrationKey(plan=self.plan, plan_hash=self.plan_hash, runner_key=self.runner_key)
 
 
-# ---------------------------------------------------------------- priors for the intervals
+def runner_key(fp: Fingerprint) -> str:
+    """What a calibration is matched on: what changes noise. The accelerators (name, count,
+    memory) or the CPU model, and the CPUs the server may use (affinity mask, quota)."""
+    quota = fp.cpu_quota.quota_cpus
+    cpus = (f"cpus {fp.affinity_cpus or fp.host_cores}; "
+            f"quota {'none' if quota is None else f'{quota:g}'}")
+    if fp.gpus:
+        names = " + ".join(sorted({g.name for g in fp.gpus}))
+        memory = sorted({g.memory_total_mib for g in fp.gpus if g.memory_total_mib})
+        mib = f" {'/'.join(str(m) for m in memory)} MiB" if memory else ""
+        return f"gpu: {len(fp.gpus)}x {names}{mib}; {cpus}"
+    return f"cpu: {fp.cpu_model or 'unknown'}; {cpus}"
+
+
+# ---------------------------------------------------------------- pooling
 
 
 @dataclass(frozen=True)
-class Prior:
-    """The prior spread of one check's paired log ratio, and where it came from (for people)."""
+class PooledCheck:
+    """One check's calibration runs pooled for one A/B design."""
+
+    name: str
+    design: CalibrationDesign
+    block_var: float | None  # variance of one block's mean d
+    block_df: int
+    within_var: float | None
+    within_df: int
+    sigma_single: float | None
+    single_df: int
+    runs: int
+    blocks: int
+
+    @property
+    def between_var(self) -> float:
+        """The server pairs' offsets: what a block's mean varies beyond its rounds."""
+        if self.block_var is None:
+            return math.nan
+        if self.design.servers == "per_round":
+            return self.block_var * self.design.rounds_per_block
+        if self.within_var is None:
+            return self.block_var
+        return max(self.block_var - self.within_var / self.design.rounds_per_block, 0.0)
+
+    def spread(self) -> Spread | None:
+        """The noise to simulate (point estimates), when the blocks measured any."""
+        if self.block_var is None or self.block_df < 1:
+            return None
+        if self.design.servers == "per_round":
+            return Spread(0.0, math.sqrt(self.block_var * self.design.rounds_per_block))
+        return Spread(math.sqrt(self.between_var), math.sqrt(self.within_var or 0.0))
+
+    def spread_ucb(self) -> Spread | None:
+        """The spread taken at the upper confidence bound of the blocks behind it: what gate ab
+        sizes its design by, so that a calibration that came out low does not cut it short."""
+        spread = self.spread()
+        if spread is None:
+            return None
+        f = ucb_factor(self.block_df)
+        return Spread(spread.between * f, spread.within * f)
+
+    def prior(self, source: str, rounds_per_block: int | None = None) -> Prior | None:
+        """The test's prior for blocks of `rounds_per_block` rounds (default: the calibrated
+        design's; another size is derived from the two spreads, worth no more degrees of
+        freedom than either)."""
+        spread = self.spread()
+        if spread is None or self.block_var is None:
+            return None
+        size = rounds_per_block or self.design.rounds_per_block
+        per_round = self.design.servers == "per_round"
+        round_var = spread.between**2 + spread.within**2
+        block_var, block_df = self.block_var, self.block_df
+        if size != self.design.rounds_per_block:
+            block_var = round_var / size if per_round else \
+                spread.between**2 + spread.within**2 / size
+            block_df = min(self.block_df, self.within_df or self.block_df)
+        round_df = self.block_df if per_round or not self.within_df else \
+            min(self.block_df, self.within_df)
+        return Prior(block_sd=math.sqrt(block_var), block_df=block_df,
+                     within_sd=math.sqrt(self.within_var) if self.within_var else None,
+                     within_df=self.within_df if self.within_var else 0,
+                     round_sd=math.sqrt(round_var), round_df=round_df, source=source)
+
+
+def pool(runs: Iterable[CalibrationRun], name: str, design: CalibrationDesign) -> PooledCheck:
+    """Pool the runs (newest first) that measured `name` with this design until their block
+    means have ENOUGH_BLOCK_DF degrees of freedom. Within-block spread pools over the runs of
+    the same servers mode."""
+    block_ss = within_ss = 0.0
+    block_df = within_df = used = blocks = 0
+    single, single_df = None, 0
+    for run in runs:
+        c = run.checks.get(name)
+        if c is None or run.design.servers != design.servers:
+            continue
+        if c.within_sd is not None and c.within_df:
+            within_ss, within_df = within_ss + c.within_df * c.within_sd**2, within_df + c.within_df
+        if single is None and c.sigma_single is not None:
+            single, single_df = c.sigma_single, c.single_df
+        if run.design.rounds_per_block == design.rounds_per_block and len(c.block_means) > 1:
+            m = np.asarray(c.block_means)
+            block_ss += float(((m - m.mean()) ** 2).sum())
+            block_df, blocks, used = block_df + m.size - 1, blocks + m.size, used + 1
+        if block_df >= ENOUGH_BLOCK_DF:
+            break
+    return PooledCheck(name, design, block_ss / block_df if block_df else None, block_df,
+                       within_ss / within_df if within_df else None, within_df, single,
+                       single_df, used, blocks)
+
+
+# ---------------------------------------------------------------- what applies to a run
+
+
+@dataclass(frozen=True)
+class Noise:
+    """The calibrations that apply to a run (pooled, newest run first), and why (for people)."""
+
+    calibrations: tuple[NoiseCalibration, ...] = ()
+    description: str = "no calibration given"
+
+    def runs(self) -> list[CalibrationRun]:
+        every = [run for c in self.calibrations for run in c.runs]
+        return sorted(every, key=lambda r: r.provenance.date, reverse=True)
+
+    def pooled(self, name: str, design: CalibrationDesign) -> PooledCheck:
+        return pool(self.runs(), name, design)
+
+    def prior(self, name: str, design: CalibrationDesign, rounds_per_block: int | None = None
+              ) -> Prior | None:
+        """The sequential test's prior for `name`, pooled from the runs of `design`, for blocks
+        of `rounds_per_block` rounds (default: the design's)."""
+        p = self.pooled(name, design)
+        return p.prior(f"calibration: {p.blocks} blocks of {design.rounds_per_block} rounds "
+                       f"from {p.runs} run(s) ({self.description})", rounds_per_block)
+
+    def cost(self, design: CalibrationDesign) -> Cost | None:
+        """The newest measured cost of this design's parts."""
+        for run in self.runs():
+            if run.cost and run.design.servers == design.servers:
+                return Cost(run.cost.pair_s, run.cost.round_s, design.servers == "per_round")
+        return None
+
+
+@dataclass(frozen=True)
+class SinglePrior:
+    """The spread of one measurement (baseline mode, the bound) and where it came from."""
 
     sigma: float
     df: float
     source: str
 
 
-def fallback_prior(run_noise_pct: float, paired: bool = True, why: str = "no noise profile") -> Prior:
-    """The labelled constant (Thresholds.run_noise_pct: 1 sigma of ONE measurement, %). A
-    pair's log ratio has two such measurements behind it: sqrt(2) times that."""
+def fallback_prior(run_noise_pct: float, paired: bool = True, why: str = "no calibration"
+                   ) -> SinglePrior:
+    """The labelled constant (Thresholds.run_noise_pct: 1 sigma of ONE measurement, %); two
+    measurements behind one figure (a ratio): sqrt(2) times that."""
     one = math.log1p(run_noise_pct / 100.0)
     sigma = one * math.sqrt(2.0) if paired else one
-    what = "per pair (x sqrt 2)" if paired else "per measurement"
-    return Prior(sigma, FALLBACK_PRIOR_DF,
-                 f"fallback constant run_noise_pct={run_noise_pct:g}% {what}, worth "
-                 f"{FALLBACK_PRIOR_DF:g} df ({why})")
+    what = "x sqrt 2, two cells" if paired else "one measurement"
+    return SinglePrior(sigma, FALLBACK_PRIOR_DF,
+                       f"fallback constant run_noise_pct={run_noise_pct:g}% ({what}), worth "
+                       f"{FALLBACK_PRIOR_DF:g} df ({why})")
 
 
-def prior_for(
-    profile: NoiseCalibration | None, check: str, run_noise_pct: float, *, paired: bool = True,
-    label: str = "",
-) -> Prior:
-    """The check's prior from `profile` (called `label` in the source), or the fallback
-    constant when there is no profile, it lacks the check, or (unpaired) lacks sigma_single."""
-    if profile is None:
-        return fallback_prior(run_noise_pct, paired)
-    entry = profile.checks.get(check)
-    if entry is None:
-        return fallback_prior(run_noise_pct, paired, f"noise profile {label} lacks this check")
-    sigma = entry.sigma if paired else entry.sigma_single
-    if sigma is None:
-        return fallback_prior(run_noise_pct, paired, f"noise profile {label} has no unpaired spread")
-    return Prior(sigma, entry.prior_df,
-                 f"noise profile {label} ({entry.pairs} A/A pairs, {profile.provenance.date})")
+def single_prior(noise: Noise, name: str, run_noise_pct: float, *, two_cells: bool = False
+                 ) -> SinglePrior:
+    """One measurement's spread across repeats on one server, from the newest calibration run
+    that has it, or the labelled fallback constant."""
+    for run in noise.runs():
+        c = run.checks.get(name)
+        if c is not None and c.sigma_single is not None and c.single_df > 0:
+            return SinglePrior(c.sigma_single, float(c.single_df),
+                               f"calibration {run.provenance.date} ({noise.description})")
+    why = "no calibration" if not noise.calibrations else "the calibration lacks this check"
+    return fallback_prior(run_noise_pct, two_cells, why)
 
 
 # ---------------------------------------------------------------- estimate from A/A rounds
 
 
-def _paired_logs(check: str, pairs: Sequence[tuple[float, float]]) -> tuple[np.ndarray, np.ndarray]:
-    if len(pairs) < 2:
-        raise GateError(f"calibration of {check}: {len(pairs)} A/A pair(s); at least 2 rounds are needed")
+def _paired_logs(check: str, pairs: Sequence[tuple[float, float]]) -> np.ndarray:
     arr = np.asarray(pairs, dtype=float)
     if arr.ndim != 2 or arr.shape[1] != 2:
         raise GateError(f"calibration of {check}: expected (base, head) pairs")
@@ -144,156 +305,240 @@ def _paired_logs(check: str, pairs: Sequence[tuple[float, float]]) -> tuple[np.n
     if bad:
         raise MeasurementError(
             f"calibration of {check}: round(s) {bad} have a figure that is not a positive number: "
-            "the measurement is broken; nothing stored"
-        )
-    logs = np.log(arr)
-    return logs[:, 0], logs[:, 1]
+            "the measurement is broken; nothing stored")
+    return np.log(arr)
 
 
-def estimate_check(check: str, pairs: Sequence[tuple[float, float]], unit: str = "") -> CheckNoise:
-    """One check's noise from its A/A (base, head) figures per round."""
-    base, head = _paired_logs(check, pairs)
-    d = head - base
-    sigma = float(d.std(ddof=1))
-    if not sigma > 1e-9:  # rounding of equal ratios leaves ~1e-17, not a spread
+def estimate_check(check: str, pairs: Sequence[tuple[float, float]], rounds_per_block: int,
+                   unit: str = "") -> CheckNoise:
+    """One check's noise from its A/A (base, head) figures per round, in round order; round
+    r belongs to block r // rounds_per_block (a last, incomplete block is left out)."""
+    blocks = len(pairs) // rounds_per_block
+    if blocks < 1 or blocks * rounds_per_block < 2:
+        raise GateError(f"calibration of {check}: {len(pairs)} A/A round(s) make no block of "
+                        f"{rounds_per_block} rounds with a spread; measure more rounds")
+    logs = _paired_logs(check, pairs[: blocks * rounds_per_block])
+    d = (logs[:, 1] - logs[:, 0]).reshape(blocks, rounds_per_block)
+    means = d.mean(axis=1)
+    within_df = blocks * (rounds_per_block - 1)
+    within_ss = float(((d - means[:, None]) ** 2).sum())
+    spread = max(float(d.std()), math.sqrt(within_ss / within_df) if within_df else 0.0)
+    if not spread > 1e-9:  # rounding of equal ratios leaves ~1e-17, not a spread
         raise MeasurementError(
             f"calibration of {check}: the paired ratio is identical in every round (spread 0): "
-            "the figures do not vary as measurements do; nothing stored"
-        )
-    n = len(d)
-    single = math.sqrt((float(base.var(ddof=1)) + float(head.var(ddof=1))) / 2.0)
-    return CheckNoise(sigma=sigma, pairs=n, unit=unit, aa_mean=float(d.mean()),
-                      sigma_single=single if single > 0 else None)
+            "the figures do not vary as measurements do; nothing stored")
+    single = math.sqrt((float(logs[:, 0].var(ddof=1)) + float(logs[:, 1].var(ddof=1))) / 2.0)
+    return CheckNoise(
+        unit=unit, block_means=[float(m) for m in means],
+        within_sd=math.sqrt(within_ss / within_df) if within_df and within_ss > 0 else None,
+        within_df=within_df if within_ss > 0 else 0,
+        sigma_single=single if single > 0 else None, single_df=len(logs) - 1 if single > 0 else 0)
 
 
-def estimate_calibration(
-    pairs_by_check: Mapping[str, Sequence[tuple[float, float]]],
-    identity: CalibrationKey,
-    provenance: NoiseProvenance,
-    units: Mapping[str, str] | None = None,
-) -> NoiseCalibration:
-    """A profile from A/A data: per check, the (base, head) figures of each round. Any check
-    with fewer than 2 rounds, a non-positive figure or no spread is an error naming it."""
+def estimate_run(pairs_by_check: Mapping[str, Sequence[tuple[float, float]]],
+                 design: CalibrationDesign, provenance: NoiseProvenance,
+                 cost: CalibrationCost | None = None,
+                 units: Mapping[str, str] | None = None) -> CalibrationRun:
+    """A calibration run from A/A data: per check, the (base, head) figures of each round. Any
+    check without a whole block, with a non-positive figure or no spread is an error naming it."""
     if not pairs_by_check:
         raise GateError("calibration produced no paired figures: nothing to store")
     units = units or {}
-    checks = {name: estimate_check(name, pairs, units.get(name, "")) for name, pairs in pairs_by_check.items()}
-    return NoiseCalibration(**identity.model_dump(), provenance=provenance, checks=checks)
+    checks = {name: estimate_check(name, pairs, design.rounds_per_block, units.get(name, ""))
+              for name, pairs in pairs_by_check.items()}
+    return CalibrationRun(provenance=provenance, design=design, cost=cost, checks=checks)
 
 
-def offset_warnings(profile: NoiseCalibration, alpha: float = 0.01) -> list[str]:
-    """Checks whose A/A mean is further from 0 than noise explains (t test at alpha/K): one
-    server is systematically faster than the other, a bias pairing does not cancel."""
+def offset_warnings(run: CalibrationRun, alpha: float = 0.01) -> list[str]:
+    """Checks whose block means sit further from 0 than their spread explains (t test at
+    alpha/K): the server started as 'head' is systematically faster, a bias no pairing or
+    restart cancels."""
     out = []
-    each = alpha / max(len(profile.checks), 1)
-    for name, c in profile.checks.items():
-        if c.aa_mean is None:
+    each = alpha / max(len(run.checks), 1)
+    for name, c in run.checks.items():
+        m = np.asarray(c.block_means)
+        if m.size < 2 or not m.std(ddof=1) > 0:
             continue
-        t = abs(c.aa_mean) / (c.sigma / math.sqrt(c.pairs))
-        if 2 * special.stdtr(c.pairs - 1, -t) < each:
+        t = abs(m.mean()) / (m.std(ddof=1) / math.sqrt(m.size))
+        if 2 * special.stdtr(m.size - 1, -t) < each:
             out.append(
-                f"{name}: the two servers differ by {math.expm1(c.aa_mean):+.1%} on average over "
-                f"{c.pairs} A/A rounds (spread {c.sigma:.1%} per round): a systematic server "
-                "difference, not noise; find its cause before trusting A/B verdicts on this check"
-            )
+                f"{name}: the two sides differ by {math.expm1(m.mean()):+.1%} on average over "
+                f"{m.size} A/A server pairs: a systematic difference between the sides, not "
+                "noise; find its cause before trusting A/B verdicts on this check")
     return out
 
 
 def make_provenance(runner: str = "", command: str = "", note: str = "") -> NoiseProvenance:
-    return NoiseProvenance(date=today(), gate_version=__version__, runner=runner, command=command, note=note)
+    return NoiseProvenance(date=today(), gate_version=__version__, runner=runner, command=command,
+                           note=note)
 
 
 # ---------------------------------------------------------------- files
 
 
+def upgrade_v1(data: dict[str, Any], where: str) -> dict[str, Any]:
+    """A schema v1 file (one spread per check, from the rounds of one server pair) as v2: one
+    block, no between-server spread, its runner key widened to any CPUs and quota."""
+    v1 = validate(_V1, data, f"noise calibration {where} (schema v1)")
+    hw = v1.hardware_key
+    key = f"{hw}; *" if hw.lower().startswith("cpu:") else f"gpu: {hw}*"
+    history = [HistoryRun(plan_hash=h.plan_hash, run=_v1_run(h.provenance, h.checks))
+               for h in v1.history]
+    return NoiseCalibration(plan=v1.plan, plan_hash=v1.plan_hash, runner_key=key,
+                            runs=[_v1_run(v1.provenance, v1.checks)],
+                            history=history).model_dump(mode="json")
+
+
+def _v1_run(provenance: NoiseProvenance, v1_checks: dict[str, _V1Check]) -> CalibrationRun:
+    checks = {name: CheckNoise(
+        unit=c.unit, block_means=[c.aa_mean if c.aa_mean is not None else 0.0],
+        within_sd=c.sigma, within_df=c.pairs - 1, sigma_single=c.sigma_single,
+        single_df=c.pairs - 1 if c.sigma_single else 0) for name, c in v1_checks.items()}
+    note = (provenance.note + "; " if provenance.note else "") + \
+        "read from schema v1: one server pair, no between-server spread"
+    rounds = max(c.pairs for c in v1_checks.values())
+    return CalibrationRun(provenance=provenance.model_copy(update={"note": note}),
+                          design=CalibrationDesign(servers="persistent", rounds_per_block=rounds),
+                          checks=checks)
+
+
+class _V1Check(StrictModel):
+    sigma: float = Field(gt=0)
+    pairs: int = Field(ge=2)
+    unit: str = ""
+    aa_mean: float | None = None
+    sigma_single: float | None = Field(None, gt=0)
+
+
+class _V1History(StrictModel):
+    provenance: NoiseProvenance
+    plan_hash: str
+    checks: dict[str, _V1Check] = Field(min_length=1)
+
+
+class _V1(StrictModel):
+    schema_version: Literal[1]
+    plan: str
+    plan_hash: str
+    hardware_key: str
+    provenance: NoiseProvenance
+    checks: dict[str, _V1Check] = Field(min_length=1)
+    history: list[_V1History] = Field(default_factory=list)
+
+
 def load_calibration(path: str | Path) -> NoiseCalibration:
-    return load_record(NoiseCalibration, path, "noise calibration", NOISE_SCHEMA_VERSION)
+    path = Path(path)
+    data = load_yaml_mapping(path, "noise calibration")
+    version = data.get("schema_version")
+    if version not in READABLE_VERSIONS:
+        raise GateError(
+            f"noise calibration {path} has schema v{version}; this gate reads "
+            f"v{', v'.join(str(v) for v in READABLE_VERSIONS)}: calibrate again (gate calibrate)")
+    if version == 1:
+        data = upgrade_v1(data, str(path))
+    return validate(NoiseCalibration, data, f"noise calibration {path}")
 
 
 def load_all_calibrations(directory: str | Path) -> list[tuple[Path, NoiseCalibration]]:
-    return load_records(NoiseCalibration, directory, "noise calibration", NOISE_SCHEMA_VERSION)
+    return [(p, load_calibration(p)) for p in record_files(directory)]
 
 
-def calibration_mismatches(profile: CalibrationKey, want: CalibrationKey) -> list[str]:
-    """Every way `profile` does not describe the run `want`; empty when it applies."""
+def calibration_mismatches(stored: CalibrationKey, want: CalibrationKey) -> list[str]:
+    """Every way `stored` does not describe the run `want`; empty when it applies."""
     out = []
-    if profile.plan != want.plan:
-        out.append(f"plan: profile {profile.plan!r}, run {want.plan!r}")
-    if not fnmatch.fnmatchcase(want.hardware_key.lower(), profile.hardware_key.lower()):
-        out.append(f"hardware: profile {profile.hardware_key!r}, run {want.hardware_key!r}")
-    if profile.plan_hash != want.plan_hash:
-        out.append(
-            f"plan_hash: profile {profile.plan_hash}, run {want.plan_hash} "
-            "(the plan's measurement changed since calibration: run gate calibrate again)"
-        )
+    if stored.plan != want.plan:
+        out.append(f"plan: calibration {stored.plan!r}, run {want.plan!r}")
+    if not fnmatch.fnmatchcase(want.runner_key.lower(), stored.runner_key.lower()):
+        out.append(f"runner: calibration {stored.runner_key!r}, run {want.runner_key!r}")
+    if stored.plan_hash != want.plan_hash:
+        out.append(f"plan_hash: calibration {stored.plan_hash}, run {want.plan_hash} (the plan's "
+                   "measurement changed since calibration: run gate calibrate again)")
     return out
 
 
 @dataclass(frozen=True)
 class CalibrationLookup:
-    """The profile that applies (or None) and, for every other file, why it did not."""
+    """The calibrations that apply, with their files, and for every other file why not."""
 
-    path: Path | None
-    profile: NoiseCalibration | None
+    matches: list[tuple[Path, NoiseCalibration]] = field(default_factory=list)
     rejected: list[str] = field(default_factory=list)
 
     def describe(self) -> str:
-        if self.profile is not None:
-            return f"noise profile {self.path} ({self.profile.provenance.date})"
+        if self.matches:
+            return "calibration " + ", ".join(str(p) for p, _ in self.matches)
         if not self.rejected:
-            return "no noise profile found"
-        return "no noise profile matched: " + "; ".join(self.rejected)
+            return "no calibration found"
+        return "no calibration matched: " + "; ".join(self.rejected)
+
+    def noise(self) -> Noise:
+        return Noise(tuple(c for _, c in self.matches), self.describe())
 
 
-def find_calibration(directory: str | Path, want: CalibrationKey) -> CalibrationLookup:
-    """The one profile in `directory` for `want`. A broken file is a GateError (never skipped);
-    several matches are a GateError naming them; none is a lookup with the reasons."""
+def find_calibrations(directories: Sequence[str | Path], want: CalibrationKey
+                      ) -> CalibrationLookup:
+    """Every calibration in `directories` for `want` (they pool). A broken file is a
+    GateError, never skipped."""
     matches, rejected = [], []
-    for path, profile in load_all_calibrations(directory):
-        why = calibration_mismatches(profile.identity, want)
-        if why:
-            rejected.append(f"{path.name}: {', '.join(why)}")
-        else:
-            matches.append((path, profile))
-    if len(matches) > 1:
-        names = ", ".join(p.name for p, _ in matches)
-        raise GateError(f"several noise profiles in {directory} match plan {want.plan!r} on "
-                        f"{want.hardware_key!r}: {names}; keep one")
-    if matches:
-        return CalibrationLookup(matches[0][0], matches[0][1], rejected)
-    return CalibrationLookup(None, None, rejected)
+    for directory in dict.fromkeys(Path(d) for d in directories):
+        for path, cal in load_all_calibrations(directory):
+            why = calibration_mismatches(cal.identity, want)
+            if why:
+                rejected.append(f"{path}: {', '.join(why)}")
+            else:
+                matches.append((path, cal))
+    return CalibrationLookup(matches, rejected)
 
 
-@dataclass(frozen=True)
-class Noise:
-    """The noise profile that applies to a run (None: the labelled fallback), and why."""
-
-    profile: NoiseCalibration | None = None
-    description: str = "no noise profile given"
+def cache_noise_dir(cache_dir: Path) -> Path:
+    """Where a runner keeps the calibrations it measured for itself (gate ab --calibrate)."""
+    return Path(cache_dir) / "noise"
 
 
-def noise_for(directory: str | Path | None, plan: str, plan_hash: str, hardware_key: str) -> Noise:
-    """The profile in `directory` for this plan and hardware, or the reason there is none."""
-    if directory is None:
-        return Noise(None, "no noise profile folder given")
-    lookup = find_calibration(directory, CalibrationKey(plan=plan, plan_hash=plan_hash,
-                                                     hardware_key=hardware_key))
-    return Noise(lookup.profile, lookup.describe())
+def noise_dirs(given: Sequence[Path] | None, cache_dir: Path) -> list[Path]:
+    """The folders calibrations are read from: the given ones (default ./baselines/noise),
+    then always the cache folder's, where a persistent runner's own calibrations are."""
+    return [*(given or [DEFAULT_NOISE_DIR]), cache_noise_dir(cache_dir)]
+
+
+def noise_for(directories: Sequence[str | Path], plan: str, plan_hash: str, fp: Fingerprint
+              ) -> Noise:
+    """The calibrations in `directories` for this plan and runner, or why there are none."""
+    if not directories:
+        return Noise(description="no calibration folder given")
+    key = CalibrationKey(plan=plan, plan_hash=plan_hash, runner_key=runner_key(fp))
+    return find_calibrations(directories, key).noise()
 
 
 def calibration_filename(identity: CalibrationKey) -> str:
-    return f"{slug(identity.plan)}--{slug(identity.hardware_key)}.yaml"
+    return f"{slug(identity.plan)}--{slug(identity.runner_key)}.yaml"
 
 
-def store_calibration(directory: str | Path, profile: NoiseCalibration) -> Path:
-    """Write `profile` atomically as {plan}--{hardware}.yaml in `directory`, moving the entry it
-    replaces into its history. An existing file that does not load is an error and is left as
-    it is; so is anything that fails before the final rename."""
+def dump_calibration(calibration: NoiseCalibration) -> str:
+    return dump_record(calibration)
+
+
+def _same_key_file(directory: Path, key: CalibrationKey) -> Path | None:
+    for path, cal in load_all_calibrations(directory):
+        if cal.plan == key.plan and cal.runner_key == key.runner_key:
+            return path
+    return None
+
+
+def store_run(directory: str | Path, key: CalibrationKey, run: CalibrationRun) -> Path:
+    """Add `run` to the file of `key` in `directory` (the file with that exact plan and runner
+    key, else a new {plan}--{runner}.yaml): newest first, runs of another plan hash moved to
+    history. An existing file that does not load is an error and is left as it is; so is
+    anything that fails before the final rename."""
     directory = Path(directory)
-    path = directory / calibration_filename(profile.identity)
-    new = profile.model_copy(deep=True)
+    path = _same_key_file(directory, key) if directory.is_dir() else None
+    path = path or directory / calibration_filename(key)
+    runs, history = [run], []
     if path.exists():
-        old = load_calibration(path)  # a broken stored profile stops here, untouched
-        entry = NoiseHistoryEntry(provenance=old.provenance, plan_hash=old.plan_hash, checks=old.checks)
-        new.history = [entry, *old.history][:MAX_HISTORY]
+        old = load_calibration(path)  # a broken stored file stops here, untouched
+        if old.plan_hash == key.plan_hash:
+            runs += old.runs
+            history = old.history
+        else:
+            history = [HistoryRun(plan_hash=old.plan_hash, run=r) for r in old.runs] + old.history
+    new = NoiseCalibration(**key.model_dump(), runs=runs[:MAX_RUNS], history=history[:MAX_HISTORY])
     return write_record(path, new)

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 from gate.judge.checks import HIGHER, LOWER
 from gate.judge.verdict import Check, Outcome
-from gate.measure.results import Results
+from gate.measure.output_shape import guided_output_shape
+from gate.measure.results import Results, is_guided
+from gate.plan.runner_pin import label
 from gate.plan.thresholds import Thresholds
+from gate.runner.fingerprint import runner_line
 
 
 def integrity_errors(results: Results, who: str) -> list[str]:
     """Why the measurement in `results` cannot be judged at all (empty when it can)."""
     out = []
-    if results.status != "complete":
+    if results.status != "complete" and not results.errors:
         out.append(f"{who} run status is {results.status!r}, not complete")
     out += [f"{who} run error: {e}" for e in results.errors]
     measured = [c for c in results.cells if c.phase in ("drain", "sweep")]
@@ -37,7 +40,7 @@ def integrity_errors(results: Results, who: str) -> list[str]:
 
 
 def validity_checks(results: Results, thresholds: Thresholds, who: str = "head") -> tuple[list[Check], list[str]]:
-    guided = [c for c in results.cells if c.arm == "guided" and c.phase in ("drain", "sweep")]
+    guided = [c for c in results.cells if is_guided(c.arm) and c.phase in ("drain", "sweep")]
     completed = sum(c.completed for c in guided)
     if not completed:
         return [], []
@@ -91,7 +94,49 @@ def ab_errors(head: Results, base: Results) -> list[str]:
     hb, hh = base.fingerprint.hardware_key, head.fingerprint.hardware_key
     if hb != hh:
         out.append(f"hardware differs: base {hb!r}, head {hh!r}")
+    rb, rh = base.fingerprint.model_runner, head.fingerprint.model_runner
+    if rb and rh and rb != rh:
+        out.append(
+            f"model runner differs: base {runner_line(base.fingerprint)}, head "
+            f"{runner_line(head.fingerprint)}: the builds ran different structured-output code "
+            "paths; pin one runner for both (VLLM_USE_V2_MODEL_RUNNER in the plan's server.env, "
+            "or --model-runner)")
     return out
+
+
+def shape_warnings(results: Results, thresholds: Thresholds, who: str) -> list[str]:
+    """The workload's shape as it ran against the plan's expectation: guided outputs far
+    shorter than expected mean prefill, not decode steps with guided rows, fills the cells
+    (docs/compare.md#the-workloads-shape)."""
+    expected = results.plan.workload.expected.output_tokens
+    share = thresholds.output_length_min_share
+    shape = guided_output_shape(results.records)
+    if not expected or share is None or shape is None or shape.mean_tokens >= share * expected:
+        return []
+    return [f"{who}: guided outputs averaged {shape.mean_tokens:.0f} tokens, under "
+            f"{share:.0%} of the {expected} the plan expects: the workload did not have its "
+            "intended shape (short outputs dilute the per-step decode cost this plan measures)"]
+
+
+def runner_notes(results: Results, who: str) -> tuple[list[str], list[str]]:
+    """(errors, warnings) about the model runner that served `results`
+    (docs/compare.md#the-model-runner): a log that names two runners, or a runner other than
+    the one the environment pinned, is an error; a server the gate started whose log named
+    none is a warning."""
+    fp = results.fingerprint
+    served = results.doctor.served if results.doctor else None
+    if served and served.runner_conflict:
+        named = ", ".join(label(r) for r in served.runner_conflict)
+        return [f"{who}: the server logs name more than one model runner ({named}): which "
+                "structured-output path was measured is not known; pin one with "
+                "VLLM_USE_V2_MODEL_RUNNER"], []
+    if fp.model_runner_source == "server log" and fp.model_runner_pinned \
+            and fp.model_runner != fp.model_runner_pinned:
+        return [f"{who}: VLLM_USE_V2_MODEL_RUNNER pins the {label(fp.model_runner_pinned)} but "
+                f"the {label(fp.model_runner)} served (vLLM: {fp.model_runner_line})"], []
+    if results.server.started_by_gate and fp.model_runner_source != "server log":
+        return [], [f"{who}: the server log did not say which model runner served"]
+    return [], []
 
 
 def plan_differences(a: dict, b: dict, prefix: str = "", limit: int = 6) -> list[str]:

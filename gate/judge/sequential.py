@@ -1,55 +1,63 @@
-"""Small-sample intervals and the sequential stopping rule of `gate ab` (docs/compare.md,
-"Paired rounds and sequential A/B").
+"""The statistics of judging: the sequential test of `gate ab` and the small-sample intervals
+of baseline mode and the guided/free bound (docs/compare.md, "The sequential A/B test").
 
-Every figure is judged on the log scale: in A/B mode each round r gives, per check, the paired
-value d_r = log(head_r / base_r) of two cells measured next to each other in time. The
-interval of the mean of d is a Student t interval whose variance pools two sources:
+A/B. Each round r gives, per check, the paired log ratio d_r = log(head_r / base_r) of two
+cells measured next to each other; on the check's "bad" side (the drop of a throughput, the
+rise of a latency) it is the badness b_r. Rounds come in blocks of B rounds (ABBA order within
+a block) measured on one pair of servers, and the unit of the test is the block: its mean
+carries the server pair's offset once, so the spread between server pairs is in every
+interval (`Prior.block_sd`). Per check, a truncated sequential probability ratio test (Wald;
+fishtest's SPRT is the anchor) between
 
-- prior information: the spread `prior_sigma` of d measured by `gate calibrate` in A/A rounds
-  on this hardware and plan (a noise profile), worth `prior_df` = pairs - 1 degrees of freedom,
-  or a labelled fallback constant worth a few;
-- the spread observed in this run's own rounds (n - 1 degrees of freedom).
+    H0: badness = theta0   and   H1: badness = theta1 = log(1 + 1.5 x threshold),
+    theta0 = 2 log(1 + threshold) - theta1   (the threshold is the midpoint),
 
-    s^2 = (prior_df * prior_sigma^2 + (n - 1) * s_obs^2) / (prior_df + n - 1),
-    mean(d) +- t(df = prior_df + n - 1) * s / sqrt(n)
+looks at every whole block: LLR_J = (theta1 - theta0) * J * (mean - midpoint) / s^2 over the J
+block means so far, fail at LLR >= log((1 - beta) / alpha), pass at LLR <= log(beta / (1 -
+alpha)), otherwise one more block, up to the design's maximum (then inconclusive). s^2 pools
+the calibration's spread of a block mean with this run's own spread of block means and takes
+the pool at its upper confidence bound for the degrees of freedom behind it. A run whose blocks or rounds
+vary more than the calibration says (F test) sets the calibration aside: the check then rests
+on its own spread, at its upper confidence bound, and says to recalibrate. Before the first
+block ends there is one look, after round 1, that can only fail, and only a gross effect:
+one round's interval (one server pair, the calibration's spread of a round) wholly past
+theta1 at a tiny alpha.
 
-This is the ordinary pooled-variance t interval: exact when d is normal and the profile's
-spread is an independent estimate of the same variance, and defined from the first round.
-
-Sequential rule: after each round (a "look") every undecided check is judged; a check's
-reported interval is the intersection of its intervals so far. Each interval is taken at a
-confidence spent from an overall alpha: alpha / K over the K checks (Bonferroni), and over the
-planned maximum of L looks by a spending function f(t) = t**rho (rho = 1: alpha / L per look),
-so that the chance that ANY interval of ANY check at ANY look misses its true value is at most
-alpha (union bound, whatever the correlation between checks and looks). On that event no
-decision is wrong, however early the run stops.
+Error rates of a design at a runner's noise (false fail at no change, miss at 1.5x the
+threshold, rounds) come from simulating this very code (gate.judge.sizing,
+benchmarks/noise_simulation.py).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import lru_cache
-from typing import Literal, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 
-# scipy.special, not scipy.stats: the same t and F functions at a fifth of the import time,
-# which every `gate` command pays (gate/cli imports the judge).
+# scipy.special, not scipy.stats: the same t, chi-square and F functions at a fifth of the
+# import time, which every `gate` command pays (gate/cli imports the judge).
 from scipy import special
 
+from gate.judge.checks import HIGHER, LOWER, Direction
 from gate.judge.verdict import Outcome, worst
 
-Direction = Literal["higher_is_better", "lower_is_better"]
-HIGHER: Direction = "higher_is_better"
-LOWER: Direction = "lower_is_better"
-
-# Spending exponent: 1 spends alpha evenly over the looks (Bonferroni over looks); larger values
-# keep alpha for the later looks (narrower late intervals, wider early ones). 2 spends 1/36 of
-# alpha at the first of 6 looks: still enough to fail a 2x slowdown in round 1 at 10% noise per
-# round, while the last looks, where passes are decided, get 11/36 (benchmarks/noise_simulation.py).
-DEFAULT_SPENDING_RHO = 2.0
+# Per check: fail error at theta0 and pass error at theta1 (Wald's boundaries). The verdict's
+# error rates at no change and at 1.5x the threshold are far smaller: docs/compare.md.
+ALPHA = 0.05
+BETA = 0.05
+# One-sided level of the upper confidence bound put on a calibration's spread.
+PRIOR_UCB = 0.90
+# F test "this run varies more than its calibration", split over its two parts.
+NOISIER_ALPHA = 0.01
+# The round-1 look for gross effects, split over the checks.
+GROSS_ALPHA = 0.001
+# The two-sided interval shown with each check (the decision is the SPRT's).
+SHOWN_CONFIDENCE = 0.90
 
 
 class Interval(NamedTuple):
@@ -68,13 +76,281 @@ class LogSample(NamedTuple):
     n: int
 
 
-# ---------------------------------------------------------------- intervals
+@lru_cache(maxsize=4096)
+def t_quantile(p: float, df: float) -> float:
+    """Student t quantile; cached because the tests ask for few distinct values."""
+    return float(special.stdtrit(df, p))
 
 
 @lru_cache(maxsize=4096)
-def t_quantile(p: float, df: float) -> float:
-    """Student t quantile; cached because the sequential rule asks for few distinct values."""
-    return float(special.stdtrit(df, p))
+def ucb_factor(df: float, level: float = PRIOR_UCB) -> float:
+    """sd_hat * ucb_factor(df) is a one-sided `level` upper confidence bound of a normal sd
+    estimated with `df` degrees of freedom (chi-square); infinite without any."""
+    if df <= 0:
+        return math.inf
+    return math.sqrt(df / float(special.chdtri(df, level)))  # the chi2 quantile 1 - level
+
+
+def _to_pct(x: float) -> float:
+    return math.expm1(x) * 100.0
+
+
+# ---------------------------------------------------------------- the A/B test's parts
+
+
+class Zone(NamedTuple):
+    """The SPRT's hypotheses on the log badness: theta0 (pass side) and theta1 (fail side)."""
+
+    theta0: float
+    theta1: float
+
+    @property
+    def midpoint(self) -> float:
+        return (self.theta0 + self.theta1) / 2.0
+
+
+def zone_for(threshold_pct: float) -> Zone:
+    """theta1 at 1.5x the threshold, theta0 placed so that the threshold is the midpoint."""
+    if not threshold_pct > 0:
+        raise ValueError(f"a threshold must be > 0, got {threshold_pct!r}")
+    theta1 = math.log1p(1.5 * threshold_pct / 100.0)
+    return Zone(2.0 * math.log1p(threshold_pct / 100.0) - theta1, theta1)
+
+
+class Prior(BaseModel):
+    """What a calibration says about one check's noise, for one block design."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    block_sd: float = Field(gt=0, description="sd of one block's mean d (point estimate)")
+    block_df: float = Field(ge=1, description="degrees of freedom of block_sd")
+    within_sd: float | None = Field(None, gt=0, description="sd of d around its block's mean")
+    within_df: float = Field(0, ge=0)
+    round_sd: float = Field(gt=0, description="sd of one round's d on a fresh server pair")
+    round_df: float = Field(ge=1)
+    source: str = ""
+
+    @property
+    def block_ucb(self) -> float:
+        return self.block_sd * ucb_factor(self.block_df)
+
+    @property
+    def round_ucb(self) -> float:
+        return self.round_sd * ucb_factor(self.round_df)
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    """One judged check: what is bad, how far, and its calibration (None: none applies)."""
+
+    name: str
+    threshold_pct: float
+    direction: Direction
+    prior: Prior | None = None
+
+
+@dataclass(frozen=True)
+class Design:
+    """Fixed before the first round: changing any of these after looking voids the error rates."""
+
+    rounds_per_block: int
+    max_blocks: int
+    family_size: int = 1
+    alpha: float = ALPHA
+    beta: float = BETA
+    gross_alpha: float = GROSS_ALPHA
+
+    def __post_init__(self) -> None:
+        if self.rounds_per_block < 1 or self.max_blocks < 1 or self.family_size < 1:
+            raise ValueError("rounds_per_block, max_blocks and family_size must be >= 1")
+        if not (0 < self.alpha < 0.5 and 0 < self.beta < 0.5 and 0 < self.gross_alpha < 0.5):
+            raise ValueError("error rates must be between 0 and 0.5")
+
+    @property
+    def max_rounds(self) -> int:
+        return self.rounds_per_block * self.max_blocks
+
+    @property
+    def fail_llr(self) -> float:
+        return math.log((1.0 - self.beta) / self.alpha)
+
+    @property
+    def pass_llr(self) -> float:
+        return math.log(self.beta / (1.0 - self.alpha))
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """A check after replaying every look its rounds allow."""
+
+    spec: CheckSpec
+    outcome: Outcome
+    rounds: int  # rounds judged (complete blocks, or 1 for the gross look)
+    blocks: int
+    decided_at_round: int | None
+    interval: Interval  # on the d scale, at SHOWN_CONFIDENCE, from the last look
+    llr: float | None
+    prior_set_aside: bool  # this run varied more than its calibration
+
+
+# ---------------------------------------------------------------- the replay, vectorized
+
+
+@dataclass
+class _Paths:
+    """The state of P replays at once (the simulation runs thousands, a verdict one)."""
+
+    code: np.ndarray  # 1 fail, -1 pass, 0 undecided
+    at: np.ndarray  # round of the decision (0: none)
+    center: np.ndarray  # badness of the last look
+    var: np.ndarray  # variance of one unit (a block mean, or a round) at the last look
+    df: np.ndarray
+    units: np.ndarray  # units behind the center
+    llr: np.ndarray
+    aside: np.ndarray
+    rounds: np.ndarray
+
+    @classmethod
+    def empty(cls, n: int) -> _Paths:
+        f = lambda v: np.full(n, v, dtype=float)  # noqa: E731
+        return cls(np.zeros(n, np.int8), np.zeros(n, int), f(math.nan), f(math.inf), f(0.0),
+                   np.ones(n, int), f(math.nan), np.zeros(n, bool), np.zeros(n, int))
+
+
+def run_paths(badness: np.ndarray, spec: CheckSpec, design: Design) -> _Paths:
+    """Replay the test on each row of `badness` (paths x rounds)."""
+    b = np.atleast_2d(np.asarray(badness, dtype=float))
+    paths = _Paths.empty(b.shape[0])
+    if b.shape[1] >= 1:
+        _gross_look(b[:, 0], spec, design, paths)
+    blocks = min(b.shape[1] // design.rounds_per_block, design.max_blocks)
+    for j in range(1, blocks + 1):
+        if not (paths.code == 0).any():
+            break
+        _block_look(b[:, : j * design.rounds_per_block], spec, design, paths)
+    return paths
+
+
+def _gross_look(first: np.ndarray, spec: CheckSpec, design: Design, paths: _Paths) -> None:
+    paths.center[:], paths.rounds[:] = first, 1
+    if spec.prior is None or design.rounds_per_block < 2:
+        return
+    p = spec.prior
+    paths.var[:], paths.df[:] = p.round_ucb**2, p.round_df
+    q = t_quantile(1.0 - design.gross_alpha / design.family_size, p.round_df)
+    fail = first - q * p.round_ucb > zone_for(spec.threshold_pct).theta1
+    paths.code[fail], paths.at[fail] = 1, 1
+
+
+def _block_look(b: np.ndarray, spec: CheckSpec, design: Design, paths: _Paths) -> None:
+    size = design.rounds_per_block
+    j = b.shape[1] // size
+    blocks = b.reshape(b.shape[0], j, size)
+    means = blocks.mean(axis=2)
+    s2 = means.var(axis=1, ddof=1) if j > 1 else np.zeros(b.shape[0])
+    within = ((blocks - means[:, :, None]) ** 2).sum(axis=(1, 2))
+    if spec.prior is not None:
+        paths.aside |= _noisier(s2, within, j, size, spec.prior)
+    var, df = _pooled(s2, j, spec.prior, paths.aside)
+    center = means.mean(axis=1)
+    zone = zone_for(spec.threshold_pct)
+    ok = np.isfinite(var) & (var > 0)
+    llr = np.where(ok, (zone.theta1 - zone.theta0) * j * (center - zone.midpoint)
+                   / np.where(ok, var, 1.0), math.nan)
+    open_ = paths.code == 0
+    for name, value in (("center", center), ("var", var), ("df", df), ("llr", llr)):
+        getattr(paths, name)[open_] = value[open_]
+    paths.units[open_], paths.rounds[open_] = j, j * size
+    fail = open_ & ok & (llr >= design.fail_llr)
+    passed = open_ & ok & (llr <= design.pass_llr)
+    paths.code[fail], paths.code[passed] = 1, -1
+    paths.at[fail | passed] = j * size
+
+
+def _noisier(s2: np.ndarray, within_ss: np.ndarray, blocks: int, size: int, prior: Prior
+             ) -> np.ndarray:
+    """Per path: do this run's block means or rounds vary more than the calibration says?"""
+    each = NOISIER_ALPHA / 2.0
+    out = np.zeros(s2.shape, bool)
+    if blocks > 1:
+        out |= special.fdtrc(blocks - 1, prior.block_df, s2 / prior.block_sd**2) < each
+    within_df = blocks * (size - 1)
+    if within_df > 0 and prior.within_sd and prior.within_df > 0:
+        ratio = within_ss / within_df / prior.within_sd**2
+        out |= special.fdtrc(within_df, prior.within_df, ratio) < each
+    return out
+
+
+def _pooled(s2: np.ndarray, blocks: int, prior: Prior | None, aside: np.ndarray
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """(variance of one block mean, its df) per path, at the upper confidence bound of its
+    estimate: the calibration's spread pooled with the run's own, or (no calibration, or set
+    aside) the run's own alone. The bound is taken after pooling, so a run's own spread that
+    happens to come out small never makes the test bolder than its degrees of freedom allow."""
+    n = s2.shape[0]
+    own = np.full(n, math.inf)
+    if blocks > 1:
+        own = s2 * ucb_factor(blocks - 1) ** 2
+    own_df = np.full(n, float(blocks - 1))
+    if prior is None:
+        return own, own_df
+    df = prior.block_df + blocks - 1
+    pooled = (prior.block_df * prior.block_sd**2 + (blocks - 1) * s2) / df * ucb_factor(df) ** 2
+    return (np.where(aside, own, pooled), np.where(aside, own_df, np.full(n, df)))
+
+
+def replay(spec: CheckSpec, d_rounds: Sequence[float], design: Design) -> CheckResult:
+    """The check after every look its paired log ratios (one per round, in order) allow."""
+    d = np.asarray(d_rounds, dtype=float)
+    if d.size and not np.all(np.isfinite(d)):
+        raise ValueError(f"{spec.name}: paired log ratios must be finite")
+    sign = 1.0 if spec.direction == LOWER else -1.0
+    p = run_paths((sign * d)[None, :], spec, design)
+    code, at = int(p.code[0]), int(p.at[0])
+    outcome = {1: Outcome.FAIL, -1: Outcome.PASS}.get(code, Outcome.INCONCLUSIVE)
+    return CheckResult(
+        spec=spec, outcome=outcome, rounds=int(p.rounds[0]) if d.size else 0,
+        blocks=int(p.units[0]) if p.rounds[0] >= design.rounds_per_block else 0,
+        decided_at_round=at or None,
+        interval=_shown(float(p.center[0]), float(p.var[0]), float(p.df[0]),
+                        int(p.units[0]), sign) if d.size else Interval(0.0, -100.0, math.inf),
+        llr=None if math.isnan(p.llr[0]) else float(p.llr[0]), prior_set_aside=bool(p.aside[0]))
+
+
+def _shown(center: float, var: float, df: float, units: int, sign: float) -> Interval:
+    """The interval shown beside a decision, on the d scale."""
+    if df <= 0 or not math.isfinite(var):
+        lo, hi = -math.inf, math.inf
+    else:
+        half = t_quantile(0.5 + SHOWN_CONFIDENCE / 2.0, df) * math.sqrt(var / units)
+        lo, hi = center - half, center + half
+    if sign < 0:
+        center, lo, hi = -center, -hi, -lo
+    return Interval(_to_pct(center), _to_pct(lo), _to_pct(hi))
+
+
+class Action(NamedTuple):
+    stop: bool
+    outcome: Outcome  # overall: final when stop, provisional otherwise
+    reason: str
+
+
+def next_action(results: Sequence[CheckResult], rounds: int, design: Design) -> Action:
+    """Stop or measure another round, and why (the budget is the flow's to check)."""
+    outcome = worst([r.outcome for r in results])
+    undecided = [r.spec.name for r in results if r.outcome == Outcome.INCONCLUSIVE]
+    if outcome == Outcome.FAIL:
+        failed = ", ".join(r.spec.name for r in results if r.outcome == Outcome.FAIL)
+        return Action(True, outcome, f"failed: {failed}")
+    if not undecided:
+        return Action(True, outcome, "every check decided")
+    if rounds >= design.max_rounds:
+        return Action(True, outcome, f"the design's {design.max_rounds} rounds are done; "
+                      f"undecided: {', '.join(undecided)}")
+    return Action(False, outcome, f"undecided: {', '.join(undecided)}")
+
+
+# ---------------------------------------------------------------- intervals of the other modes
 
 
 def pooled_variance(
@@ -88,10 +364,6 @@ def pooled_variance(
     return (prior_df * prior_sigma**2 + observed_df * observed_var) / df, df
 
 
-def _to_pct(x: float) -> float:
-    return math.expm1(x) * 100.0
-
-
 def log_interval(center: float, se: float, df: float, confidence: float) -> tuple[float, float]:
     """Two-sided t interval on the log scale; unbounded when nothing measures the spread."""
     if df <= 0 or not math.isfinite(se):
@@ -103,7 +375,8 @@ def log_interval(center: float, se: float, df: float, confidence: float) -> tupl
 def paired_log_interval(
     d_values: Sequence[float], prior_sigma: float, prior_df: float, confidence: float
 ) -> tuple[float, float, float]:
-    """(mean, lo, hi) of the mean paired log ratio, on the log scale (see the module doc)."""
+    """(mean, lo, hi) of the mean of log values, on the log scale: a t interval whose variance
+    pools a prior spread (prior_df) with the values' own (n - 1 df)."""
     _check_prior(prior_sigma, prior_df)
     _check_confidence(confidence)
     d = np.asarray(d_values, dtype=float)
@@ -120,24 +393,10 @@ def paired_log_interval(
 def paired_interval(
     d_values: Sequence[float], prior_sigma: float, prior_df: float, confidence: float
 ) -> Interval:
-    """Interval of the relative change exp(mean d) - 1 in percent, d = log(head/base) per
-    round. prior_sigma is the sd of one round's d (log scale), worth prior_df degrees of
-    freedom; with prior_df = 0 and one round the interval is unbounded (decides nothing)."""
+    """paired_log_interval as a relative change in percent; with prior_df = 0 and one value
+    the interval is unbounded (decides nothing)."""
     mean, lo, hi = paired_log_interval(d_values, prior_sigma, prior_df, confidence)
     return Interval(_to_pct(mean), _to_pct(lo), _to_pct(hi))
-
-
-def spread_exceeds_prior(
-    d_values: Sequence[float], prior_sigma: float, prior_df: float, alpha: float = 0.01
-) -> bool:
-    """True when this run's rounds vary more than the prior says (one-sided F test at `alpha`
-    of s_obs^2 / prior_sigma^2 on (n - 1, prior_df) degrees of freedom): the guarantee
-    assumes the profile's spread, so the verdict should say to recalibrate."""
-    d = np.asarray(d_values, dtype=float)
-    if d.size < 2 or prior_df <= 0 or prior_sigma <= 0:
-        return False
-    ratio = float(d.var(ddof=1)) / prior_sigma**2
-    return bool(special.fdtrc(d.size - 1, prior_df, ratio) < alpha)
 
 
 def log_sample(values: Sequence[float]) -> LogSample:
@@ -165,8 +424,7 @@ def unpaired_interval(
     Pooled two-sample t interval of mean(log head) - mean(log base): the spread of ONE
     measurement pools the prior (`prior_sigma`, per measurement, not per pair) with each side's
     own spread (n - 1 degrees of freedom each, none for a side with one value or an unknown sd);
-    the standard error is s * sqrt(1/n_head + 1/n_base). Valid from one head repeat on when the
-    prior has degrees of freedom."""
+    the standard error is s * sqrt(1/n_head + 1/n_base)."""
     _check_prior(prior_sigma, prior_df)
     _check_confidence(confidence)
     observed_ss, observed_df = 0.0, 0.0
@@ -181,46 +439,17 @@ def unpaired_interval(
     return Interval(_to_pct(center), _to_pct(lo), _to_pct(hi))
 
 
-def _check_prior(prior_sigma: float, prior_df: float) -> None:
-    if not (prior_sigma >= 0 and math.isfinite(prior_sigma)):
-        raise ValueError(f"prior_sigma must be a finite number >= 0, got {prior_sigma!r}")
-    if not (prior_df >= 0 and math.isfinite(prior_df)):
-        raise ValueError(f"prior_df must be a finite number >= 0, got {prior_df!r}")
-
-
-def _check_confidence(confidence: float) -> None:
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must be between 0 and 1, got {confidence!r}")
-
-
-# ---------------------------------------------------------------- spending and decisions
-
-
-def look_alpha(look: int, max_looks: int, alpha: float, rho: float = DEFAULT_SPENDING_RHO) -> float:
-    """The part of `alpha` spent at look `look` (1-based) of at most `max_looks`:
-    f(look/L) - f((look-1)/L) with f(t) = alpha * t**rho. The parts add up to alpha."""
-    if max_looks < 1 or not 1 <= look <= max_looks:
-        raise ValueError(f"look {look} is outside 1..{max_looks}")
-    if rho <= 0:
-        raise ValueError(f"spending exponent rho must be > 0, got {rho!r}")
-    return alpha * ((look / max_looks) ** rho - ((look - 1) / max_looks) ** rho)
-
-
-def look_confidence(
-    look: int, max_looks: int, family_size: int, confidence: float, rho: float = DEFAULT_SPENDING_RHO
-) -> float:
-    """Two-sided confidence of each check's interval at `look`, such that all intervals of all
-    `family_size` checks at all looks hold together with probability >= `confidence`.
-    With max_looks = 1 this is the fixed design's Bonferroni level 1 - (1 - confidence) / K."""
+def bonferroni_confidence(confidence: float, family_size: int) -> float:
+    """Each of `family_size` intervals at this level holds together with `confidence`."""
     _check_confidence(confidence)
     if family_size < 1:
         raise ValueError(f"family_size must be >= 1, got {family_size!r}")
-    return 1.0 - look_alpha(look, max_looks, 1.0 - confidence, rho) / family_size
+    return 1.0 - (1.0 - confidence) / family_size
 
 
 def decide(interval: Interval, threshold_pct: float, direction: Direction) -> Outcome:
-    """fail: the whole interval is past the threshold in the bad direction; pass: its bad end is
-    within it; inconclusive: it straddles the threshold."""
+    """Interval rule of baseline mode: fail when the whole interval is past the threshold in
+    the bad direction, pass when its bad end is within it, inconclusive otherwise."""
     if direction == HIGHER:  # badness is the drop
         bad_lo, bad_hi = -interval.hi_pct, -interval.lo_pct
     else:
@@ -232,136 +461,13 @@ def decide(interval: Interval, threshold_pct: float, direction: Direction) -> Ou
     return Outcome.INCONCLUSIVE
 
 
-# ---------------------------------------------------------------- the sequential state
+def _check_prior(prior_sigma: float, prior_df: float) -> None:
+    if not (prior_sigma >= 0 and math.isfinite(prior_sigma)):
+        raise ValueError(f"prior_sigma must be a finite number >= 0, got {prior_sigma!r}")
+    if not (prior_df >= 0 and math.isfinite(prior_df)):
+        raise ValueError(f"prior_df must be a finite number >= 0, got {prior_df!r}")
 
 
-@dataclass(frozen=True)
-class SequentialDesign:
-    """Fixed before the first round: changing any of these after looking voids the guarantee."""
-
-    max_looks: int
-    family_size: int
-    confidence: float = 0.95
-    rho: float = DEFAULT_SPENDING_RHO
-    stop_on_fail: bool = True  # a failed check settles the verdict (fail is worse than inconclusive)
-
-    def __post_init__(self) -> None:
-        if self.max_looks < 1 or self.family_size < 1:
-            raise ValueError("max_looks and family_size must be >= 1")
-        _check_confidence(self.confidence)
-
-    def confidence_at(self, look: int) -> float:
-        return look_confidence(look, self.max_looks, self.family_size, self.confidence, self.rho)
-
-
-@dataclass(frozen=True)
-class CheckSpec:
-    """One judged check: what is bad, how far, and the prior spread of one round's d."""
-
-    name: str
-    threshold_pct: float
-    direction: Direction
-    prior_sigma: float
-    prior_df: float
-    prior_source: str = ""
-
-
-@dataclass(frozen=True)
-class CheckState:
-    spec: CheckSpec
-    outcome: Outcome = Outcome.INCONCLUSIVE
-    n: int = 0
-    mean_log: float = math.nan
-    lo_log: float = -math.inf  # running intersection of the intervals so far
-    hi_log: float = math.inf
-    decided_at: int | None = None  # look at which the outcome was settled
-    disjoint: bool = False  # an interval missed the earlier ones: noise beyond the prior
-
-    @property
-    def interval(self) -> Interval:
-        return Interval(_to_pct(self.mean_log), _to_pct(self.lo_log), _to_pct(self.hi_log))
-
-
-@dataclass(frozen=True)
-class SequentialState:
-    design: SequentialDesign
-    checks: dict[str, CheckState]
-    looks: int = 0
-    notes: tuple[str, ...] = field(default_factory=tuple)
-
-
-class Action(NamedTuple):
-    stop: bool
-    outcome: Outcome  # overall: final when stop, provisional otherwise
-    reason: str
-
-
-def start(design: SequentialDesign, specs: Sequence[CheckSpec]) -> SequentialState:
-    if len(specs) > design.family_size:
-        raise ValueError(f"{len(specs)} checks but the design's family has {design.family_size}")
-    names = [s.name for s in specs]
-    if len(set(names)) != len(names):
-        raise ValueError("check names must be unique")
-    return SequentialState(design, {s.name: CheckState(s) for s in specs})
-
-
-def _judge_check(cs: CheckState, d_values: Sequence[float], look: int, conf: float) -> CheckState:
-    if cs.outcome != Outcome.INCONCLUSIVE or not len(d_values):
-        return cs  # decided checks stay decided; a check with no data yet waits
-    s = cs.spec
-    mean, lo, hi = paired_log_interval(d_values, s.prior_sigma, s.prior_df, conf)
-    new_lo, new_hi, disjoint = max(cs.lo_log, lo), min(cs.hi_log, hi), cs.disjoint
-    if new_lo > new_hi:  # only outside the coverage event: trust the latest interval alone
-        new_lo, new_hi, disjoint = lo, hi, True
-    updated = replace(cs, n=len(d_values), mean_log=mean, lo_log=new_lo, hi_log=new_hi, disjoint=disjoint)
-    outcome = decide(updated.interval, s.threshold_pct, s.direction)
-    if outcome != Outcome.INCONCLUSIVE:
-        updated = replace(updated, outcome=outcome, decided_at=look)
-    return updated
-
-
-def observe(state: SequentialState, d_by_check: Mapping[str, Sequence[float]]) -> SequentialState:
-    """Judge one more look, given ALL paired log ratios so far per check (a check absent from
-    `d_by_check` keeps its state)."""
-    look = state.looks + 1
-    if look > state.design.max_looks:
-        raise ValueError(f"look {look} is past the design's maximum of {state.design.max_looks}")
-    unknown = sorted(set(d_by_check) - set(state.checks))
-    if unknown:
-        raise ValueError(f"no such check in the design: {', '.join(unknown)}")
-    conf = state.design.confidence_at(look)
-    checks = {
-        name: _judge_check(cs, d_by_check.get(name, ()), look, conf) for name, cs in state.checks.items()
-    }
-    return replace(state, checks=checks, looks=look)
-
-
-def overall(state: SequentialState) -> Outcome:
-    """Worst outcome of the checks so far (no checks: pass, as `verdict.worst`)."""
-    return worst([c.outcome for c in state.checks.values()])
-
-
-def next_action(
-    state: SequentialState,
-    *,
-    seconds_spent: float = 0.0,
-    budget_s: float | None = None,
-    round_s: float | None = None,
-) -> Action:
-    """Stop or run another round, and why. `round_s` is the expected length of one more round
-    (e.g. the mean of the rounds so far); a round that would not fit the budget is not started."""
-    outcome = overall(state)
-    failed = [n for n, c in state.checks.items() if c.outcome == Outcome.FAIL]
-    undecided = [n for n, c in state.checks.items() if c.outcome == Outcome.INCONCLUSIVE]
-    if failed and (state.design.stop_on_fail or not undecided):
-        return Action(True, Outcome.FAIL, f"failed: {', '.join(failed)}")
-    if not undecided:
-        return Action(True, outcome, f"every check decided after {state.looks} round(s)")
-    if state.looks >= state.design.max_looks:
-        return Action(True, outcome, f"max rounds ({state.design.max_looks}) reached; "
-                      f"undecided: {', '.join(undecided)}")
-    if budget_s is not None and seconds_spent + (round_s or 0.0) > budget_s:
-        return Action(True, outcome, f"budget: {seconds_spent:.0f} s of {budget_s:.0f} s spent, "
-                      f"another round needs about {round_s or 0.0:.0f} s; undecided: {', '.join(undecided)}")
-    return Action(False, outcome, f"{len(undecided)} of {len(state.checks)} check(s) undecided: "
-                  f"{', '.join(undecided)}")
+def _check_confidence(confidence: float) -> None:
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be between 0 and 1, got {confidence!r}")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -24,14 +25,17 @@ from pathlib import Path
 
 from gate.core.errors import GateError, MeasurementError
 from gate.core.progress import Progress
-from gate.measure import client, metrics, stream_integrity
+from gate.measure import client, metrics, server_metrics, stream_integrity
 from gate.measure.client import Request, Response, SteadyWindow
-from gate.measure.results import CellKey, CellSummary, RequestRecord, ServerInfo
+from gate.measure.results import Arm, CellKey, CellSummary, RequestRecord, ServerInfo
 from gate.measure.server import VllmServer
 from gate.plan import workload
+from gate.plan.runner_pin import label
 from gate.plan.spec import Plan
 from gate.runner import doctor, tiny_model
 from gate.runner.doctor import DoctorReport, Finding, Severity
+from gate.runner.fingerprint import ServedFacts
+from gate.runner.probes import read_server_log
 
 
 @dataclass(frozen=True)
@@ -137,22 +141,21 @@ class MeasuredBuild:
     t0: float = field(default_factory=time.perf_counter)
     next_index: int = 0
     free_max_tokens: int | None = None
-    prompts: list[str] = field(default_factory=list)
+    load: workload.GuidedLoad = field(init=False)
     doctor: DoctorReport | None = None  # the serving processes as the runner doctor saw them
     server_pid: int | None = None  # the server's root process, when the gate started it
+    server_metrics: bool = True  # scrape vLLM's /metrics around each cell (server_wait)
 
     def __post_init__(self) -> None:
-        self.prompts = workload.prompts(self.plan.workload)
+        self.load = workload.GuidedLoad.for_backend(self.plan.workload, self.plan.backend)
 
     # -- requests --------------------------------------------------------------------------
     def build_request(self, arm: str) -> Request:
-        spec = self.plan.workload
         i = self.next_index
         self.next_index += 1
-        guided = arm == "guided"
-        schema = workload.schema_for(spec, i) if guided else None
-        body = workload.request_body(spec, self.model_name, self.prompts[i % len(self.prompts)],
-                                     guided, schema, self.free_max_tokens)
+        schema = self.load.schema(i, arm)
+        body = workload.request_body(self.plan.workload, self.model_name, self.load.prompt(i),
+                                     schema is not None, schema, self.free_max_tokens)
         return Request(index=i, body=body, schema=schema)
 
     def _send(self, cell: Cell) -> tuple[list[RequestRecord], float, SteadyWindow | None,
@@ -201,14 +204,16 @@ class MeasuredBuild:
         warm = self.plan.warmup
         errors: list[str] = []
         with timed(self.timings, "warmup_s"):
-            for arm in ("guided", "free"):
-                batches = [(warm.concurrency, warm.requests)] if warm.requests else []
+            for arm in warmup_arms(self.plan):
+                # the guided arm sends every corpus schema once: later cells hit the cache
+                first = max(warm.requests, len(self.load.drawn) if arm == "guided" else 0)
+                batches = [(warm.concurrency, first)] if first else []
                 for c, n in batches + [(level, level) for level in warm.levels]:
                     cell = Cell(CellKey("warmup", arm, c), n)
                     records, _, _, _ = self._send(cell)
                     self.records += records
                     errors += cell_problems(records, f"{self.label} {cell.label}")
-                    if arm == "guided" and c == warm.concurrency and n == warm.requests:
+                    if arm == "guided" and batches and (c, n) == batches[0]:
                         self.free_max_tokens = free_max_tokens(self.plan, records)
         if errors:
             raise MeasurementError("warm-up requests failed, not measuring:\n  "
@@ -222,8 +227,10 @@ class MeasuredBuild:
         per_chunk = self.plan.tokens_per_chunk()
         discarded = discarded_coalesced = 0
         while True:
+            before = server_metrics.scrape(self.base_url) if self.server_metrics else None
             with timed(self.timings, f"{cell.key.phase}_s"):
                 records, duration, window, result = self._send(cell)
+            after = server_metrics.scrape(self.base_url) if before is not None else None
             if reason := self.death():
                 raise MeasurementError(f"{self.label}: the server died during {cell.label}: "
                                        f"{reason}")
@@ -240,7 +247,8 @@ class MeasuredBuild:
         summary = summary.model_copy(update={
             "remeasured": discarded, "discarded_coalesced": discarded_coalesced,
             "warm_in_requests": result.warm_in if result else 0,
-            "filler_requests": result.fillers if result else 0})
+            "filler_requests": result.fillers if result else 0,
+            "server_times": server_metrics.difference(before, after)})
         self.records += records
         self.cells.append(summary)
         self.progress(cell_line(self.label, cell, summary))
@@ -266,6 +274,13 @@ class MeasuredBuild:
         return out
 
 
+def warmup_arms(plan: Plan) -> list[Arm]:
+    """Guided first (it sets the free arm's max_tokens), then free, then the unique arm when
+    the sweep measures it: every arm's path has run before any cell is measured."""
+    arms: list[Arm] = ["guided", "free"]
+    return arms + (["unique"] if "unique" in plan.sweep.arms else [])
+
+
 def free_max_tokens(plan: Plan, guided_warmup: list[RequestRecord]) -> int | None:
     """max_tokens for free requests: fixed, or the guided warm-up's median output length."""
     setting = plan.workload.free_max_tokens
@@ -279,8 +294,10 @@ def cell_line(label: str, cell: Cell, s: CellSummary) -> str:
     tpot = f"TPOT p50 {s.tpot_ms.p50:.1f} ms" if s.tpot_ms else "TPOT -"
     line = (f"{label} {cell.label}: {s.completed}/{s.requests} ok in {s.duration_s:.1f}s, "
             f"{s.output_throughput:.0f} out tok/s, {s.requests_per_min:.0f} req/min, {tpot}")
-    if cell.key.arm == "guided":
+    if cell.key.arm != "free":
         line += f", {s.valid_outputs}/{s.requests} valid JSON"
+    if s.ttft_ms:
+        line += f", TTFT p50 {s.ttft_ms.p50:.0f} ms"
     if s.remeasured:
         line += f", measured {s.remeasured + 1} times (coalesced streams)"
     return line
@@ -298,14 +315,20 @@ class Launch:
     base_url: str | None = None
 
 
-@contextlib.contextmanager
-def open_measured_build(plan: Plan, launch: Launch, info: ServerInfo, progress: Progress
-                 ) -> Iterator[MeasuredBuild]:
-    """A warmed-up session on a healthy server; the server (if the gate started it) is stopped
-    on every way out of the block. `info` is filled in as the server comes up and goes."""
-    if launch.base_url:
-        yield _reach(plan, launch, progress)
-        return
+@dataclass
+class StartedServer:
+    """A `vllm serve` the gate launched and has not yet waited for: starting the servers of
+    an A/B's two builds before waiting for either lets their start-ups (a minute each on a
+    small runner, most of it importing vLLM) overlap."""
+
+    server: VllmServer
+    timings: dict[str, float]
+    started: float
+
+
+def start_server(plan: Plan, launch: Launch, info: ServerInfo, progress: Progress
+                 ) -> StartedServer:
+    """Launch the build's server (not yet healthy). The caller stops it on every way out."""
     timings: dict[str, float] = {}
     with timed(timings, "model_s"):
         model = _model_folder(plan, launch, progress)
@@ -315,9 +338,24 @@ def open_measured_build(plan: Plan, launch: Launch, info: ServerInfo, progress: 
                         env=launch.env)
     info.base_url, info.command, info.log_path = server.base_url, server.command, str(log_path)
     progress(f"{launch.label}: starting vllm serve (log: {log_path})")
+    started = time.monotonic()
+    server.start()
+    return StartedServer(server, timings, started)
+
+
+@contextlib.contextmanager
+def open_measured_build(plan: Plan, launch: Launch, info: ServerInfo, progress: Progress,
+                        started: StartedServer | None = None) -> Iterator[MeasuredBuild]:
+    """A warmed-up session on a healthy server; the server (if the gate started it) is stopped
+    on every way out of the block. `info` is filled in as the server comes up and goes.
+    `started`: a server start_server launched already (its start-up overlapped another's)."""
+    if launch.base_url:
+        yield _reach(plan, launch, progress)
+        return
+    started = started or start_server(plan, launch, info, progress)
+    server, timings = started.server, started.timings
     try:
         with timed(timings, "startup_s"):
-            server.start()
             server.wait_healthy()
         info.startup_s = server.startup_s
         session = MeasuredBuild(plan, launch.label, server.base_url,
@@ -335,20 +373,31 @@ def open_measured_build(plan: Plan, launch: Launch, info: ServerInfo, progress: 
 
 def check_runner(server: VllmServer, launch: Launch, progress: Progress) -> DoctorReport:
     """The runner doctor on the warmed-up server's processes: what CPUs and threads they
-    really use (a finding that invalidates the measurement makes the verdict an error)."""
+    really use, which model runner serves (a finding that invalidates the measurement makes
+    the verdict an error). Every process this gate started counts as its own on the GPUs."""
     try:
-        report = doctor.examine(model_dir=launch.cache_dir, server_pid=server.pid,
-                                server_log=server.log_path, env=server.env, sample_s=0.0,
-                                probe_torch=False)
+        report = doctor.examine(doctor.Examination(
+            model_dir=launch.cache_dir, server_pid=server.pid, server_log=server.log_path,
+            env=server.env, sample_s=0.0, probe_torch=False, gate_pid=os.getpid()))
     except GateError as exc:
         return DoctorReport(findings=[Finding(
             id="doctor.failed", severity=Severity.warning, title="the runner doctor could not "
-            "read the server's processes", detail=str(exc), fix="")])
+            "read the server's processes", detail=str(exc), fix="")], served=_log_only(server))
     # torch's thread count is read from the serving processes here, not from a probe.
     report.findings = [f for f in report.findings if f.id != "cpu.torch_threads_unknown"]
     for finding in report.invalidating:
         progress(f"{launch.label}: runner doctor: {finding.title}; fix: {finding.fix}")
+    runner = report.served.model_runner if report.served else None
+    progress(f"{launch.label}: served by the {label(runner)}")
     return report
+
+
+def _log_only(server: VllmServer) -> ServedFacts | None:
+    """What the server log alone says, when its processes could not be read."""
+    try:
+        return doctor.served_facts([], read_server_log(server.log_path), 0)
+    except OSError:
+        return None
 
 
 def _model_folder(plan: Plan, launch: Launch, progress: Progress) -> str:

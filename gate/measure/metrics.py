@@ -14,7 +14,14 @@ from collections.abc import Sequence
 import numpy as np
 
 from gate.measure import stream_integrity
-from gate.measure.results import CellKey, CellSummary, Distribution, LevelRatio, RequestRecord
+from gate.measure.results import (
+    CellKey,
+    CellSummary,
+    Distribution,
+    LevelRatio,
+    RequestRecord,
+    is_guided,
+)
 
 
 def distribution_ms(values_s: Sequence[float]) -> Distribution | None:
@@ -73,7 +80,7 @@ def summarize_cell(records: Sequence[RequestRecord], key: CellKey, duration_s: f
         e2el_ms=distribution_ms([r.e2el_s for r in streamed if r.e2el_s is not None]),
         coalesced_requests=len(held_back),
         valid_outputs=sum(1 for r in ok if r.json_valid is True),
-        invalid_outputs=sum(1 for r in records if r.arm == "guided" and r.json_valid is not True),
+        invalid_outputs=sum(1 for r in records if is_guided(r.arm) and r.json_valid is not True),
         length_finishes=sum(1 for r in ok if r.finish_reason == "length"),
     )
 
@@ -82,22 +89,30 @@ def _ratio(num: float | None, den: float | None) -> float | None:
     return num / den if num is not None and den else None
 
 
+def _p50(dist: Distribution | None) -> float | None:
+    return dist.p50 if dist is not None else None
+
+
 def level_ratios(cells: Sequence[CellSummary]) -> list[LevelRatio]:
-    """Guided over free per sweep level and repeat, where both arms were measured. The one
-    place the ratio is computed; compare and report read it from results.ratios."""
+    """Guided (and unique-schema) over free per sweep level and repeat, where both arms were
+    measured. The one place the ratios are computed; compare and report read them from
+    results.ratios."""
     by_key = {c.key: c for c in cells if c.phase == "sweep"}
     out = []
     for conc, rep in sorted({(k.concurrency, k.repeat) for k in by_key}):
         guided = by_key.get(CellKey("sweep", "guided", conc, rep))
+        unique = by_key.get(CellKey("sweep", "unique", conc, rep))
         free = by_key.get(CellKey("sweep", "free", conc, rep))
-        if guided is None or free is None:
+        if free is None or (guided is None and unique is None):
             continue
-        out.append(
-            LevelRatio(
-                concurrency=conc, repeat=rep,
-                tpot_p50_ratio=_ratio(guided.tpot_ms.p50 if guided.tpot_ms else None,
-                                      free.tpot_ms.p50 if free.tpot_ms else None),
-                output_throughput_ratio=_ratio(guided.output_throughput, free.output_throughput),
-            )
-        )
+        out.append(LevelRatio(
+            concurrency=conc, repeat=rep,
+            tpot_p50_ratio=_ratio(_p50(guided.tpot_ms), _p50(free.tpot_ms)) if guided else None,
+            output_throughput_ratio=_ratio(guided.output_throughput, free.output_throughput)
+            if guided else None,
+            ttft_p50_ratio=_ratio(_p50(guided.ttft_ms), _p50(free.ttft_ms)) if guided else None,
+            unique_ttft_p50_ratio=_ratio(_p50(unique.ttft_ms), _p50(free.ttft_ms))
+            if unique else None,
+        ))
     return out
+

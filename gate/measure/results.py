@@ -22,7 +22,15 @@ from gate.runner.fingerprint import Fingerprint
 
 RESULTS_SCHEMA_VERSION = 2
 
-Arm = Literal["guided", "free"]
+Arm = Literal["guided", "free", "unique"]
+ARMS = ("guided", "free", "unique")
+# Arms whose requests carry a schema: guided (the workload's schemas, the grammar cache hits
+# after their first use) and unique (a schema per request that the server has not seen).
+GUIDED_ARMS = ("guided", "unique")
+
+
+def is_guided(arm: str) -> bool:
+    return arm in GUIDED_ARMS
 Phase = Literal["warmup", "drain", "sweep"]
 
 
@@ -47,7 +55,7 @@ class CellKey:
         parts = label.split()
         try:
             phase, arm, conc, *rest = parts
-            if phase not in ("warmup", "drain", "sweep") or arm not in ("guided", "free"):
+            if phase not in ("warmup", "drain", "sweep") or arm not in ARMS:
                 raise ValueError
             if not conc.startswith("c=") or len(rest) > 1:
                 raise ValueError
@@ -113,6 +121,23 @@ class Distribution(BaseModel):
     count: int
 
 
+class ServerTimes(BaseModel):
+    """vLLM's own per-request histograms over one cell (its /metrics before and after the
+    cell): means over the requests that finished in between, in ms. A guided request waits
+    for its grammar in the scheduler's queue, so queue time is where compilation shows."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    requests: int = Field(description="requests the histograms counted during the cell")
+    queue_ms: float | None = Field(
+        None, description="vllm:request_queue_time_seconds: queued to first scheduled (the "
+        "wait for capacity, and for a guided request the wait for its grammar)")
+    prefill_ms: float | None = Field(
+        None, description="vllm:request_prefill_time_seconds: first scheduled to first token")
+    ttft_ms: float | None = Field(
+        None, description="vllm:time_to_first_token_seconds: the server's own TTFT")
+
+
 class CellSummary(_Keyed):
     """One measured cell: the drain, or one (concurrency, arm) of the sweep, one repeat."""
 
@@ -142,6 +167,8 @@ class CellSummary(_Keyed):
     )
     warm_in_requests: int = Field(0, description="sent before the window opened (not measured)")
     filler_requests: int = Field(0, description="kept the load on after the window closed")
+    server_times: ServerTimes | None = Field(
+        None, description="vLLM's /metrics over the cell (None: not scraped or not exposed)")
 
     @model_validator(mode="before")
     @classmethod
@@ -160,7 +187,9 @@ class CellSummary(_Keyed):
 
 
 class LevelRatio(BaseModel):
-    """Guided over free at one concurrency level and repeat. Healthy TPOT ratio ~1.0 on GPUs."""
+    """Guided over free at one concurrency level and repeat. Healthy TPOT ratio ~1.0 on GPUs.
+    The TTFT ratios are the wait before the first token that a schema adds (the grammar, its
+    compilation on a cache miss): guided-minus-free TTFT relative to the free arm's."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -168,6 +197,9 @@ class LevelRatio(BaseModel):
     repeat: int
     tpot_p50_ratio: float | None
     output_throughput_ratio: float | None
+    ttft_p50_ratio: float | None = Field(None, description="guided TTFT p50 / free TTFT p50")
+    unique_ttft_p50_ratio: float | None = Field(
+        None, description="unique-schema TTFT p50 / free TTFT p50 (the cache-miss path)")
 
 
 class ServerInfo(BaseModel):

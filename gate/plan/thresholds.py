@@ -3,7 +3,10 @@
 Defaults are chosen so that a vLLM maintainer would accept them: a 10% loss of drain
 throughput, a 10% rise of per-token latency at p50 (20% at p99, which is noisier), and an
 absolute guided/free TPOT bound of 1.25 from concurrency 8 up (healthy ~1.0 on GPUs, the
-regression showed 1.5-6.7: docs/background.md#the-49013-regression).
+regression showed 1.5-6.7: docs/background.md#the-49013-regression). Time to first token of
+guided requests, where grammar compilation and its cache show (TPOT barely moves), may rise by
+25% at p50 and 50% at p90, and the wait a schema adds over a free request by 25%
+(docs/compare.md#time-to-first-token-and-grammar-compilation).
 """
 
 from __future__ import annotations
@@ -37,6 +40,19 @@ class Thresholds(BaseModel):
         "level, head's against base's in the same round) rises by more than this %; null: not "
         "judged",
     )
+    ttft_p50_pct: float | None = Field(
+        25.0, gt=0, description="fail when TTFT p50 of a guided arm (shared schemas: grammar "
+        "cache hits; unique: misses) rises by more than this % at a level; null: not judged",
+    )
+    ttft_tail_pct: float | None = Field(
+        50.0, gt=0, description="fail when TTFT p90 of a guided arm rises by more than this % "
+        "at a level; null: not judged",
+    )
+    ttft_wait_pct: float | None = Field(
+        25.0, gt=0, description="A/B: fail when the wait a schema adds before the first token "
+        "(guided TTFT p50 over free TTFT p50 at a level, head's against base's in the same "
+        "round) rises by more than this %; null: not judged",
+    )
     guided_free_tpot_ratio: float | None = Field(
         1.25,
         gt=0,
@@ -47,6 +63,11 @@ class Thresholds(BaseModel):
     ratio_min_concurrency: int = Field(8, ge=1, description="apply the ratio bound from this level up")
     validity_min: float = Field(1.0, ge=0, le=1, description="share of guided outputs that must validate")
     max_length_finishes: int = Field(0, ge=0, description="allowed finish_reason=length on guided requests")
+    output_length_min_share: float | None = Field(
+        0.5, gt=0, le=1,
+        description="warn when the mean guided output is shorter than this share of the "
+        "plan's workload.expected.output_tokens (the workload did not have its intended "
+        "shape); null: not checked")
     confidence: float = Field(
         0.95, gt=0.5, lt=1.0,
         description="confidence level of the intervals, simultaneous over all judged checks",

@@ -1,40 +1,33 @@
 """What the load client sends: prompts, JSON schemas and request bodies, and how a guided
-output is judged (parses and validates against the schema it was sent with)."""
+output is judged (parses and validates against the schema it was sent with).
+
+Guided requests carry the plan's schema (json_schema, or the built-in person schema) or, with
+`workload.corpus`, schemas drawn from a corpus of real ones, each with a prompt that asks for
+it. The `unique` arm sends every request a variant no earlier request carried (the grammar
+cache misses: docs/compare.md#time-to-first-token-and-grammar-compilation)."""
 
 from __future__ import annotations
 
 import copy
 import json
 import random
+from dataclasses import dataclass
 from typing import Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
+from jsonschema.validators import validator_for
 
 from gate.core.errors import GateError
-from gate.plan.spec import WorkloadSpec
+from gate.plan.corpus import CorpusSchema, draw, load_corpus
+from gate.plan.schemas import PERSON_SCHEMA
+from gate.plan.spec import WorkloadSpec, resolve_schema
 
-# Bounded everywhere (string lengths, integer ranges, enums, array sizes) so that every output
-# terminates well inside max_tokens even from a random-weight model.
-PERSON_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "name": {"type": "string", "minLength": 1, "maxLength": 12},
-        "age": {"type": "integer", "minimum": 0, "maximum": 120},
-        "city": {"type": "string", "enum": ["Paris", "Lima", "Oslo", "Kyoto", "Accra"]},
-        "tags": {
-            "type": "array",
-            "items": {"type": "string", "enum": ["a", "b", "c"]},
-            "maxItems": 3,
-        },
-    },
-    "required": ["name", "age", "city", "tags"],
-    "additionalProperties": False,
-}
-
+__all__ = ["PERSON_SCHEMA", "base_schema", "output_length_bounds", "prompts", "request_body",
+           "schema_for", "validate_output"]
 
 def base_schema(spec: WorkloadSpec) -> dict[str, Any]:
-    schema = spec.json_schema if spec.json_schema is not None else PERSON_SCHEMA
+    schema = resolve_schema(spec.json_schema)
     try:
         Draft202012Validator.check_schema(schema)
     except SchemaError as exc:
@@ -42,17 +35,26 @@ def base_schema(spec: WorkloadSpec) -> dict[str, Any]:
     return schema
 
 
-def schema_for(spec: WorkloadSpec, index: int) -> dict[str, Any]:
-    """The schema of request `index`: shared, or a unique variant that defeats the grammar
-    cache (one extra required integer property whose name carries the index)."""
-    schema = base_schema(spec)
-    if spec.schema_variants == "shared":
-        return schema
+def unique_variant(schema: dict[str, Any], index: int) -> dict[str, Any]:
+    """A variant of an object schema no other index gets: one more required boolean property
+    whose name carries the index, so the grammar itself differs (a cache keyed by the
+    compiled grammar misses too, not only one keyed by the schema's text). Boolean: every
+    backend enforces it (outlines ignores integer bounds, so a bounded integer would let its
+    outputs run long and fail validation)."""
     variant = copy.deepcopy(schema)
     key = f"v{index}"
-    variant.setdefault("properties", {})[key] = {"type": "integer", "minimum": 0, "maximum": 9}
+    variant.setdefault("properties", {})[key] = {"type": "boolean"}
     variant["required"] = [*variant.get("required", []), key]
     return variant
+
+
+def schema_for(spec: WorkloadSpec, index: int, arm: str = "guided") -> dict[str, Any]:
+    """The plan's own schema for request `index` of `arm`: shared, or a unique variant (the
+    `unique` arm always; the guided arm with schema_variants: unique)."""
+    schema = base_schema(spec)
+    if arm == "unique" or spec.schema_variants == "unique":
+        return unique_variant(schema, index)
+    return schema
 
 
 def prompts(spec: WorkloadSpec) -> list[str]:
@@ -60,6 +62,43 @@ def prompts(spec: WorkloadSpec) -> list[str]:
     order = list(range(spec.prompt_count))
     rng.shuffle(order)
     return [spec.prompt_template.format(i=i) for i in order]
+
+
+def corpus_prompt(entry: CorpusSchema) -> str:
+    """Ask for a document of the schema's kind (its title and description, ASCII only: the
+    tiny model's tokenizer has no other characters)."""
+    about = " ".join(f"{entry.title}. {entry.description}".split())
+    about = about.encode("ascii", "ignore").decode()[:200]
+    return f"Fill in a JSON document for this schema ({entry.id}): {about}"
+
+
+@dataclass(frozen=True)
+class GuidedLoad:
+    """What request `index` of an arm carries: its prompt and (guided arms) its schema."""
+
+    spec: WorkloadSpec
+    drawn: tuple[CorpusSchema, ...] = ()  # corpus schemas; empty: the plan's own schema
+    prompt_list: tuple[str, ...] = ()
+
+    @classmethod
+    def for_backend(cls, spec: WorkloadSpec, backend: str) -> GuidedLoad:
+        drawn = tuple(draw(load_corpus(spec.corpus.file), spec.corpus, backend)) \
+            if spec.corpus is not None else ()
+        return cls(spec, drawn, tuple(prompts(spec)))
+
+    def prompt(self, index: int) -> str:
+        if self.drawn:
+            return corpus_prompt(self.drawn[index % len(self.drawn)])
+        return self.prompt_list[index % len(self.prompt_list)]
+
+    def schema(self, index: int, arm: str) -> dict[str, Any] | None:
+        if arm == "free":
+            return None
+        if not self.drawn:
+            return schema_for(self.spec, index, arm)
+        schema = self.drawn[index % len(self.drawn)].json_schema
+        unique = arm == "unique" or self.spec.schema_variants == "unique"
+        return unique_variant(schema, index) if unique else schema
 
 
 def request_body(
@@ -94,8 +133,71 @@ def validate_output(text: str, schema: dict[str, Any]) -> str | None:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         return f"not JSON: {exc.msg} at char {exc.pos}"
-    error = next(iter(Draft202012Validator(schema).iter_errors(value)), None)
+    # the schema's own draft ($schema), 2020-12 when it names none
+    validator = validator_for(schema, default=Draft202012Validator)(schema)
+    error = next(iter(validator.iter_errors(value)), None)
     if error is not None:
         where = "/".join(str(p) for p in error.absolute_path) or "(root)"
         return f"schema violation at {where}: {error.message[:200]}"
     return None
+
+
+# ---- how long a guided output can be ---------------------------------------------------------
+
+def _digits(lo: int, hi: int) -> tuple[int, int]:
+    """Shortest and longest decimal spelling of an integer in [lo, hi]."""
+    def width(n: int) -> int:
+        return len(str(n))
+    shortest = 1 if lo <= 0 <= hi else min(width(lo), width(hi))
+    return shortest, max(width(lo), width(hi))
+
+
+def _add(a: tuple[int, int | None], b: tuple[int, int | None]) -> tuple[int, int | None]:
+    return a[0] + b[0], None if a[1] is None or b[1] is None else a[1] + b[1]
+
+
+def output_length_bounds(schema: dict[str, Any]) -> tuple[int, int | None]:
+    """(shortest, longest) compact JSON text, in characters, that `schema` admits: what the
+    grammar forces whatever model fills it (xgrammar without free whitespace writes ", " and
+    ": " between items, as json.dumps does). None: unbounded. Covers the bounded subset the
+    gate's schemas use: objects whose properties are all required, arrays with minItems and
+    maxItems, strings with minLength/maxLength (characters that need no escape), integers with
+    both bounds, enums and booleans; anything else is a GateError."""
+    if "enum" in schema:
+        spelled = [len(json.dumps(v)) for v in schema["enum"]]
+        return min(spelled), max(spelled)
+    kind = schema.get("type")
+    if kind == "object":
+        return _object_bounds(schema)
+    if kind == "array":
+        return _array_bounds(schema)
+    if kind == "string":
+        hi = schema.get("maxLength")
+        return 2 + schema.get("minLength", 0), None if hi is None else 2 + hi
+    if kind == "integer" and "minimum" in schema and "maximum" in schema:
+        return _digits(int(schema["minimum"]), int(schema["maximum"]))
+    if kind == "boolean":
+        return 4, 5
+    raise GateError(f"output_length_bounds: no bound for the schema part {json.dumps(schema)[:80]}")
+
+
+def _object_bounds(schema: dict[str, Any]) -> tuple[int, int | None]:
+    props = schema.get("properties", {})
+    if set(schema.get("required", [])) != set(props) or schema.get("additionalProperties", True):
+        raise GateError("output_length_bounds: objects must require every property and allow "
+                        "no others")
+    frame = 2 + 2 * max(len(props) - 1, 0)  # the braces and the ", " between properties
+    total: tuple[int, int | None] = (frame, frame)
+    for name, sub in props.items():
+        key = len(json.dumps(name)) + 2  # "name" and ": "
+        total = _add(total, _add((key, key), output_length_bounds(sub)))
+    return total
+
+
+def _array_bounds(schema: dict[str, Any]) -> tuple[int, int | None]:
+    lo_n, hi_n = schema.get("minItems", 0), schema.get("maxItems")
+    item = output_length_bounds(schema.get("items", {}))
+    lo = 2 + lo_n * item[0] + 2 * max(lo_n - 1, 0)
+    if hi_n is None or item[1] is None:
+        return lo, None
+    return lo, 2 + hi_n * item[1] + 2 * max(hi_n - 1, 0)

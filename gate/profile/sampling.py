@@ -106,6 +106,8 @@ def _role(proc: psutil.Process, is_root: bool) -> tuple[str, str] | None:
     title = cmdline[0] if cmdline else proc.name()
     if title.startswith("VLLM::"):
         return title.removeprefix("VLLM::"), title
+    if len(cmdline) > 2 and cmdline[1] == "-c":  # `vllm serve` started as python -c CODE serve
+        cmdline = [cmdline[0], "-c", "…", *cmdline[3:]]
     return ("APIServer", " ".join(cmdline)[:200]) if is_root else None
 
 

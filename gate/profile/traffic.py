@@ -20,7 +20,7 @@ from gate.core.errors import MeasurementError
 from gate.measure import client
 from gate.measure.client import Request, Response
 from gate.plan import workload
-from gate.plan.spec import Plan, WorkloadSpec
+from gate.plan.spec import Plan
 from gate.profile.data import BuildProfile, ProcessInfo, save_build_profile
 from gate.profile.sampling import (
     SPEEDSCOPE_FILE,
@@ -36,13 +36,13 @@ from gate.profile.sampling import (
 )
 
 
-def guided_requests(spec: WorkloadSpec, model: str, first: int, count: int) -> list[Request]:
+def guided_requests(plan: Plan, model: str, first: int, count: int) -> list[Request]:
     """Guided requests built as `gate run` builds its drain's (same prompts and schemas)."""
-    prompts = workload.prompts(spec)
+    load = workload.GuidedLoad.for_backend(plan.workload, plan.backend)
     out = []
     for i in range(first, first + count):
-        schema = workload.schema_for(spec, i)
-        body = workload.request_body(spec, model, prompts[i % len(prompts)], True, schema)
+        schema = load.schema(i, "guided")
+        body = workload.request_body(plan.workload, model, load.prompt(i), True, schema)
         out.append(Request(index=i, body=body, schema=schema))
     return out
 
@@ -91,7 +91,7 @@ class ServerLoad:
 
     def warm_up(self) -> float:
         """Two batches of guided requests (compiles the grammar); returns requests per second."""
-        reqs = guided_requests(self.plan.workload, self.model, 0, 2 * self.concurrency)
+        reqs = guided_requests(self.plan, self.model, 0, 2 * self.concurrency)
         responses, start, end = self.run(reqs, lambda: None)
         if problems := load_problems(responses, reqs):
             raise MeasurementError("profile warm-up: " + "; ".join(problems))
@@ -153,7 +153,7 @@ def sample_under_load(load: ServerLoad, processes: list[ProcessInfo], opts: Samp
     # Enough requests to outlast the windows three times over at the warm-up's pace.
     span = opts.settle_s + opts.windows * (opts.window_s + 1.0)
     count = math.ceil(3 * load.req_per_s * span) + 2 * load.concurrency
-    reqs = guided_requests(load.plan.workload, load.model, 2 * load.concurrency, count)
+    reqs = guided_requests(load.plan, load.model, 2 * load.concurrency, count)
     sampler = Sampler(processes, opts, raw_dir, log=log)
 
     def abort() -> str | None:

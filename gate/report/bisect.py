@@ -21,7 +21,7 @@ TEMPLATE = "bisect.md.j2"
 MAX_HUNKS = 10  # shown in full; hunks.json has them all
 MAX_HUNK_CHARS = 4000
 OUTCOME_EMOJI = {"found": "🎯", "no_regression": "✅", "inconclusive": "⚠️",
-                 "undecided": "⚠️", "not_reproduced": "⚠️", "error": "💥"}
+                 "uncalibrated": "⚠️", "undecided": "⚠️", "not_reproduced": "⚠️", "error": "💥"}
 
 
 def percent(value: float | None) -> Markup:
@@ -41,7 +41,8 @@ def minutes(seconds: float) -> Markup:
 
 
 def row(m: Measured) -> dict:
-    outcome = m.outcome.value if m.outcome else "not measured"
+    outcome = (m.outcome.value if m.outcome else
+               "screened: no gross slowdown" if m.screened else "not measured")
     return {**effect_cells(m.effect), "outcome": outcome, "rounds": Markup(str(m.rounds)),
             "minutes": minutes(m.seconds), "build": m.build or "-", "reason": m.reason}
 

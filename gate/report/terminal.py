@@ -6,6 +6,7 @@ from tabulate import tabulate
 
 from gate.judge.verdict import Check, Verdict
 from gate.measure.results import Distribution, Results
+from gate.runner.fingerprint import runner_line
 
 
 def _p(d: Distribution | None, attr: str) -> str:
@@ -15,7 +16,7 @@ def _p(d: Distribution | None, attr: str) -> str:
 def cells_table(results: Results) -> str:
     rows = []
     for c in results.cells:
-        valid = f"{c.valid_outputs}/{c.completed}" if c.arm == "guided" else "-"
+        valid = f"{c.valid_outputs}/{c.completed}" if c.arm != "free" else "-"
         rows.append([
             c.phase, c.arm, c.concurrency, c.repeat + 1, f"{c.completed}/{c.requests}",
             f"{c.duration_s:.1f}", f"{c.requests_per_min:.0f}", f"{c.output_throughput:.0f}",
@@ -28,11 +29,13 @@ def cells_table(results: Results) -> str:
 
 
 def ratios_table(results: Results) -> str:
-    rows = [[r.concurrency, r.repeat + 1,
-             "-" if r.tpot_p50_ratio is None else f"{r.tpot_p50_ratio:.2f}",
-             "-" if r.output_throughput_ratio is None else f"{r.output_throughput_ratio:.2f}"]
-            for r in results.ratios]
-    return tabulate(rows, headers=["conc", "rep", "guided/free TPOT p50", "guided/free out tok/s"],
+    def x(v: float | None) -> str:
+        return "-" if v is None else f"{v:.2f}"
+
+    rows = [[r.concurrency, r.repeat + 1, x(r.tpot_p50_ratio), x(r.output_throughput_ratio),
+             x(r.ttft_p50_ratio), x(r.unique_ttft_p50_ratio)] for r in results.ratios]
+    return tabulate(rows, headers=["conc", "rep", "guided/free TPOT p50", "guided/free out tok/s",
+                                   "guided/free TTFT p50", "unique/free TTFT p50"],
                     disable_numparse=True)
 
 
@@ -50,11 +53,12 @@ def render(results: Results) -> str:
         f"plan {results.plan.name} (hash {results.plan_hash}), label {results.label}, "
         f"status {results.status.upper()}",
         f"hardware {fp.hardware_key}; host cores {fp.host_cores}, CPU quota "
-        f"{'none' if quota is None else f'{quota:g}'}, torch threads {fp.torch_threads}, "
+        f"{'none' if quota is None else f'{quota:g}'}, torch threads {fp.torch_threads}"
+        f"{f' ({fp.torch_threads_source})' if fp.torch_threads_source else ''}, "
         f"OMP_NUM_THREADS {fp.omp_num_threads or 'unset'}",
         f"vllm {fp.vllm_version or '?'}, "
         f"torch {fp.versions.get('torch', '?')}, xgrammar {fp.versions.get('xgrammar', '?')}, "
-        f"runner {fp.model_runner}",
+        f"{runner_line(fp)}",
         "",
         cells_table(results),
     ]

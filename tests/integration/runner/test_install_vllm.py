@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from support.cli import gate_in_process
 from support.gitrepo import commit, git, init
+from support.paths import FIXTURES
 
-from gate.core.errors import GateError
-from gate.runner.install import plan_install
+from gate.core.errors import EXIT_ERROR, GateError
+from gate.runner.install import InstallRequest, plan_install
 
 
 @pytest.fixture
@@ -65,7 +66,7 @@ def test_build_input_change_falls_back_to_source(repo, path):
 def test_plan_object_records_the_decision(repo):
     r, fork_point = repo
     commit(r, "bump xgrammar", {"requirements/common.txt": "xgrammar==9\n"})
-    plan = plan_install("precompiled", "py", src=r, base_ref="main")
+    plan = plan_install(InstallRequest("precompiled", "py", src=r, base_ref="main"))
     assert plan.mode == "source" and plan.merge_base == fork_point
     assert plan.build_inputs_touched == ["requirements/common.txt"]
     assert plan.steps[0].argv == ["py", "-m", "pip", "install", "-e", str(r.resolve())]
@@ -91,11 +92,11 @@ def test_source_and_wheel_modes_pass_arguments_without_a_shell(repo):
 def test_install_plan_refuses_a_missing_wheel_source_or_ref(repo, tmp_path):
     r, _ = repo
     with pytest.raises(GateError, match="needs --wheel"):
-        plan_install("wheel", "py")
+        plan_install(InstallRequest("wheel", "py"))
     with pytest.raises(GateError, match="needs --src"):
-        plan_install("precompiled", "py", src=tmp_path / "nothing")
+        plan_install(InstallRequest("precompiled", "py", src=tmp_path / "nothing"))
     with pytest.raises(GateError, match="git ref 'no-such-ref' does not exist"):
-        plan_install("precompiled", "py", src=r, base_ref="no-such-ref")
+        plan_install(InstallRequest("precompiled", "py", src=r, base_ref="no-such-ref"))
 
 
 def test_preinstalled_reports_the_interpreters_vllm_version():
@@ -124,3 +125,82 @@ def test_a_missing_interpreter_is_refused(tmp_path):
 
     with pytest.raises(GateError, match="does not exist"):
         installed_vllm_version(str(tmp_path / "nope" / "python"))
+
+
+# ---- a merge base without a wheel for this runner --------------------------------------------
+
+INSTALL_OUTPUTS = FIXTURES / "install"
+
+
+def fake_python(tmp_path: Path, output: str, code: int = 1) -> Path:
+    """An interpreter that, asked to `-m pip install`, prints `output` and exits `code`."""
+    (tmp_path / "pip-output.txt").write_text(output)
+    script = tmp_path / "python"
+    script.write_text(f"#!/bin/sh\ncat '{tmp_path / 'pip-output.txt'}'\nexit {code}\n")
+    script.chmod(0o755)
+    return script
+
+
+def wheel_index(tmp_path: Path, commit: str, variants: list[str]) -> Path:
+    """A folder laid out like wheels.vllm.ai with a wheel list per variant of `commit`."""
+    index = tmp_path / "index"
+    for variant in variants:
+        folder = index / commit / (variant if variant != "default" else "") / "vllm"
+        folder.mkdir(parents=True)
+        (folder / "metadata.json").write_text('[{"package_name": "vllm"}]')
+    return index
+
+
+def install_cli(python: Path, repo_path: Path, index: Path, *extra: str):
+    proc = gate_in_process("install-vllm", "--mode", "precompiled", "--python", str(python),
+                           "--src", str(repo_path), "--base-ref", "main", "--wheel-index",
+                           str(index), "--max-jobs", "6", *extra)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def test_a_missing_wheel_names_itself_and_the_variants_that_exist(repo, tmp_path):
+    r, fork_point = repo
+    commit(r, "python change", {"vllm/v1/structured_output/utils.py": "b\n"})
+    output = (INSTALL_OUTPUTS / "precompiled_missing_variant.txt").read_text()
+    python = fake_python(tmp_path, output.replace("{commit}", fork_point))
+    index = wheel_index(tmp_path, fork_point, ["cu129", "cu126"])
+    code, out, err = install_cli(python, r, index)
+    assert code == EXIT_ERROR
+    assert "urllib.error.HTTPError" in err  # pip's own output was passed on as it came
+    message = err.split("gate: error: ", 1)[1]
+    assert message.startswith(f"no precompiled vLLM wheel for the merge base {fork_point} "
+                              "(variant cu130): HTTP Error 404: Not Found")
+    assert f"looked at https://wheels.vllm.ai/{fork_point}/cu130/vllm/metadata.json" in message
+    assert f"looked at https://wheels.vllm.ai/{fork_point}/vllm/metadata.json" in message
+    assert ("another CUDA variant built for this commit: cu129, cu126 (gate install-vllm "
+            "--variant cu129") in message
+    assert "--mode source" in message and "MAX_JOBS=6" in message
+
+
+def test_no_other_variant_leaves_source_mode(repo, tmp_path):
+    r, fork_point = repo
+    output = (INSTALL_OUTPUTS / "precompiled_no_arch.txt").read_text()
+    python = fake_python(tmp_path, output.replace("{commit}", fork_point))
+    code, _, err = install_cli(python, r, wheel_index(tmp_path, fork_point, ["cu129"]),
+                               "--variant", "cu129")
+    assert code == EXIT_ERROR
+    assert "(variant cu129): no wheel for the aarch64 architecture in its list" in err
+    assert "lists no other variant for this commit" in err and "--mode source" in err
+
+
+def test_another_failure_is_not_called_a_missing_wheel(repo, tmp_path):
+    r, fork_point = repo
+    python = fake_python(tmp_path, (INSTALL_OUTPUTS / "compile_error.txt").read_text())
+    code, _, err = install_cli(python, r, wheel_index(tmp_path, fork_point, []))
+    assert code == EXIT_ERROR
+    assert "gate: error: install step failed (exit 1)" in err and "no precompiled" not in err
+
+
+def test_the_variant_reaches_vllms_switch(repo):
+    r, fork_point = repo
+    proc = gate_in_process("install-vllm", "--mode", "precompiled", "--python", "py", "--src",
+                           str(r), "--base-ref", "main", "--variant", "cu129", "--dry-run")
+    code, out = proc.returncode, proc.stdout
+    assert code == 0
+    assert (f"VLLM_USE_PRECOMPILED=1 VLLM_PRECOMPILED_WHEEL_COMMIT={fork_point} "
+            f"VLLM_PRECOMPILED_WHEEL_VARIANT=cu129 py -m pip install -e") in out

@@ -27,3 +27,10 @@ def test_probe_reads_torch_threads_as_the_server_sees_them():
 def test_probe_of_a_missing_interpreter_is_reported_not_raised():
     fp = take_fingerprint(python="/nonexistent/python", env={})
     assert fp.probe_error and "could not run" in fp.probe_error
+
+
+def test_unset_pin_is_vllms_choice_not_v1():
+    fp = take_fingerprint(env={}, probe=False)
+    assert (fp.model_runner, fp.model_runner_pinned, fp.model_runner_source) == (None, None, None)
+    pinned = take_fingerprint(env={"VLLM_USE_V2_MODEL_RUNNER": "1"}, probe=False)
+    assert (pinned.model_runner, pinned.model_runner_source) == ("v2", "environment")

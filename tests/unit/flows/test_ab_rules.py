@@ -1,11 +1,12 @@
-"""The stopping rules of gate ab and the pairs gate calibrate stores (pure parts)."""
+"""The rules of gate ab that need no server: when it stops, the budget, whose error a broken
+measurement is, and the pairs gate calibrate stores."""
 
 from __future__ import annotations
 
 import pytest
 from support.factories import cell, gpu_plan, make_results
 
-from gate.core.progress import Progress
+from gate.core.errors import MeasurementError
 from gate.flows import ab
 from gate.flows.calibrate import aa_pairs
 from gate.judge.verdict import Outcome, Verdict
@@ -18,12 +19,18 @@ def test_an_ab_stops_once_the_verdict_is_decided(outcome, stop):
     assert ab.decided(Verdict(outcome=outcome, headline="x", mode="ab")) is stop
 
 
-def test_a_round_that_would_not_fit_the_budget_is_not_started(monkeypatch):
-    monkeypatch.setattr(ab.time, "monotonic", lambda: 1000.0)
-    quiet = Progress(quiet=True)
-    assert ab._fits_budget(12, started=1000.0 - 500, round_times=[120.0], progress=quiet)
-    assert not ab._fits_budget(10, started=1000.0 - 500, round_times=[120.0], progress=quiet)
-    assert ab._fits_budget(None, started=0.0, round_times=[1e9], progress=quiet)
+def test_a_block_that_would_not_fit_the_budget_is_not_started():
+    assert ab.fits_budget(elapsed_s=500.0, block_s=200.0, budget_minutes=12)
+    assert not ab.fits_budget(elapsed_s=500.0, block_s=200.0, budget_minutes=11)
+    assert ab.fits_budget(elapsed_s=1e9, block_s=200.0, budget_minutes=None)
+    assert ab.fits_budget(elapsed_s=1e9, block_s=None, budget_minutes=1)
+
+
+def test_a_side_error_carries_its_side_as_data():
+    cause = MeasurementError("warm-up requests failed, not measuring")  # names no side
+    err = ab.SideError("head", cause)
+    assert err.side == "head" and str(err) == str(cause)
+    assert err.exit_code == cause.exit_code
 
 
 def test_calibration_pairs_each_round_of_every_check():

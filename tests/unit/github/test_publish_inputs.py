@@ -22,9 +22,8 @@ from gate.github.publish import (
     hunk_annotations,
     marker,
     outcome_of,
-    write_outputs,
 )
-from gate.github.workflow_commands import escape_data, escape_property
+from gate.github.workflow_commands import escape_data, escape_property, write_outputs
 from gate.judge.verdict import Outcome, Verdict
 from gate.report.render import outcome_tag
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from support.calibrations import noise_for_results, store_for
 from support.cli import gate_in_process
 from support.factories import (
     cell,
@@ -16,17 +17,39 @@ from support.factories import (
 )
 from support.paths import REPO_ROOT
 
+from gate.cli import main as gate_cli_main
 from gate.cli.common import assignments
 from gate.core.errors import GateError
 from gate.judge.baseline import load_baseline
 from gate.judge.checks import results_figures
-from gate.judge.compare import compare_results
+from gate.judge.compare import (
+    ABReference,
+    BaselineReference,
+    Cause,
+    NoReference,
+    advice,
+    compare_results,
+)
+from gate.judge.noise import Noise
 from gate.judge.verdict import Outcome, Verdict, load_verdict
-from gate.measure.results import merge_results
+from gate.measure.results import merge_results, save_results
 from gate.plan.thresholds import Thresholds
 
 T = Thresholds()
 BASELINES = REPO_ROOT / "baselines"
+NAMES = [f"{kind}.c{c}.{m}" for c in (1, 8, 32) for kind, m in
+         (("sweep", "tpot_p50_ms"), ("sweep", "tpot_p99_ms"), ("sweep", "itl_p99_ms"),
+          ("ratio", "tpot_p50"))] + ["drain.req_per_min"]
+# A calibrated GPU runner: 1% between server pairs, 2% between rounds.
+NOISE = noise_for_results(drain_results([233.0]), names=NAMES, between=0.01, within=0.02)
+
+
+def ab(head, base, thresholds=T, noise=NOISE):
+    return compare_results(head, ABReference(base), thresholds, noise=noise)
+
+
+def alone(head, thresholds=T):
+    return compare_results(head, NoReference(), thresholds)
 
 
 def check(verdict: Verdict, name: str):
@@ -37,7 +60,7 @@ def check(verdict: Verdict, name: str):
 
 
 def test_seed_regression_233_to_121_fails_naming_drain_rate():
-    v = compare_results(drain_results([121.0]), drain_results([233.0]), None, T)
+    v = ab(drain_results([121.0]), drain_results([233.0]))
     assert v.outcome == Outcome.FAIL and v.exit_code == 1
     c = check(v, "drain.req_per_min")
     assert c.outcome == Outcome.FAIL
@@ -47,15 +70,15 @@ def test_seed_regression_233_to_121_fails_naming_drain_rate():
 
 
 def test_seed_partial_revert_233_to_224_passes_at_10pct():
-    v = compare_results(drain_results([224.0]), drain_results([233.0]), None, T)
+    v = ab(drain_results([224.0]), drain_results([233.0]))
     assert v.outcome == Outcome.PASS, v.headline
     c = check(v, "drain.req_per_min")
     assert c.delta_pct == pytest.approx(-3.9, abs=0.1)
-    assert -10 < c.ci_low_pct < c.delta_pct < c.ci_high_pct
+    assert c.ci_low_pct < c.delta_pct < c.ci_high_pct < 10
 
 
 def test_seed_b300_guided_free_ratio_fails_from_c8():
-    v = compare_results(ratio_results(7490.0, 1120.0), None, None, T)
+    v = alone(ratio_results(7490.0, 1120.0), T)
     assert v.mode == "absolute"
     assert v.outcome == Outcome.FAIL
     assert {c.name for c in v.checks if c.kind == "absolute"} == {"bound.c8.tpot_p50", "bound.c32.tpot_p50"}
@@ -66,27 +89,27 @@ def test_seed_b300_guided_free_ratio_fails_from_c8():
 def test_one_repeats_bound_interval_has_the_priors_width_not_zero():
     # One run cannot know its ratio to the fourth digit: the interval comes from the prior's
     # spread (a stored base of zero spread must not pool it away).
-    c8 = check(compare_results(ratio_results(1070.0, 1110.0), None, None, T), "bound.c8.tpot_p50")
+    c8 = check(alone(ratio_results(1070.0, 1110.0), T), "bound.c8.tpot_p50")
     assert c8.head_n == 1
     assert c8.ci_low < 0.99 * c8.head and c8.ci_high > 1.01 * c8.head
 
 
 def test_seed_b300_healthy_ratio_passes():
-    v = compare_results(ratio_results(1070.0, 1110.0), None, None, T)
+    v = alone(ratio_results(1070.0, 1110.0), T)
     assert v.outcome == Outcome.PASS, v.headline
     assert check(v, "bound.c8.tpot_p50").head == pytest.approx(1.07 / 1.11)
 
 
 def test_ratio_skipped_with_note_without_free_arm():
     cells = [cell("sweep", "guided", level, tpot_p50=50.0) for level in (1, 8)]
-    v = compare_results(make_results(cells, plan=gpu_plan(levels=(1, 8))), None, None, T)
+    v = alone(make_results(cells, plan=gpu_plan(levels=(1, 8))), T)
     assert v.outcome == Outcome.PASS
     assert not [c for c in v.checks if c.kind == "absolute"]
 
 
 def test_ratio_disabled_by_null_threshold():
     t = T.with_overrides(assignments(["guided_free_tpot_ratio=null"], "--threshold"))
-    v = compare_results(ratio_results(7490.0, 1120.0), None, None, t)
+    v = alone(ratio_results(7490.0, 1120.0), t)
     assert v.outcome == Outcome.PASS
     assert any("disabled" in n for n in v.notes)
 
@@ -94,13 +117,24 @@ def test_ratio_disabled_by_null_threshold():
 # ---------------------------------------------------------------- paired rounds
 
 
-def test_noisy_repeats_are_inconclusive_with_rerun_advice():
+def test_noisy_repeats_are_inconclusive_with_resume_advice():
     head = drain_results([180.0, 230.0, 205.0])  # -12% on average, wide spread
     base = drain_results([240.0, 225.0, 233.0])
-    v = compare_results(head, base, None, T)
+    v = ab(head, base)
     assert v.outcome == Outcome.INCONCLUSIVE and v.exit_code == 3
-    assert "straddles" in v.headline
-    assert any("more rounds" in a for a in v.advice)
+    assert "is not decided" in v.headline
+    assert any("gate ab --resume" in a for a in v.advice)
+
+
+def test_without_a_calibration_an_ab_rests_on_its_own_spread():
+    """No made-up prior: one round of a 2x slowdown decides nothing without a calibration
+    (no spread is known), and the verdict says to calibrate."""
+    v = ab(drain_results([116.0]), drain_results([233.0]), noise=Noise())
+    drain = check(v, "drain.req_per_min")
+    assert drain.outcome == Outcome.INCONCLUSIVE and drain.ci_low_pct == -100.0
+    assert "no calibration" in drain.interval_source
+    assert any("calibrate this runner" in n for n in v.notes)
+    assert any("gate calibrate" in a for a in v.advice)
 
 
 def test_sweep_tpot_regression_fails_per_level():
@@ -112,26 +146,42 @@ def test_sweep_tpot_regression_fails_per_level():
                 cells += [cell("sweep", "guided", level, r, tpot_p50=g), cell("sweep", "free", level, r, tpot_p50=20.0)]
         return make_results(cells, plan=gpu_plan(levels=(1, 8), repeats=3))
 
-    v = compare_results(run(1.5), run(1.0), None, T)
+    v = ab(run(1.5), run(1.0))
     assert check(v, "sweep.c8.tpot_p50_ms").outcome == Outcome.FAIL
     assert check(v, "sweep.c1.tpot_p50_ms").outcome == Outcome.PASS
     assert check(v, "sweep.c8.tpot_p50_ms").head_n == 3
     assert v.outcome == Outcome.FAIL
 
 
-def test_one_round_is_judged_with_the_prior_and_pairs_the_overhead():
+def test_one_round_is_judged_with_the_calibration_and_pairs_the_overhead():
     def run(guided_ms: float):
         cells = [cell("sweep", "guided", 8, tpot_p50=guided_ms), cell("sweep", "free", 8, tpot_p50=20.0)]
         return make_results(cells, plan=gpu_plan(levels=(8,)))
 
-    v = compare_results(run(40.0), run(20.0), None, T)
+    v = ab(run(40.0), run(20.0))
     tpot = check(v, "sweep.c8.tpot_p50_ms")
     assert tpot.outcome == Outcome.FAIL and tpot.delta_pct == pytest.approx(100.0)
-    assert "1 paired round(s); prior: fallback constant run_noise_pct=1%" in tpot.interval_source
+    assert "1 paired round(s), 1 block(s) of 1; SPRT LLR" in tpot.interval_source
+    assert "calibration: 10 blocks" in tpot.interval_source
     overhead = check(v, "ratio.c8.tpot_p50")  # head's guided/free against base's, same round
     assert overhead.outcome == Outcome.FAIL and overhead.delta_pct == pytest.approx(100.0)
     assert not [c for c in v.checks if c.kind == "absolute"]  # no absolute bound in A/B
-    assert compare_results(run(40.0), run(20.0), None, T).model_dump() == v.model_dump()
+    assert ab(run(40.0), run(20.0)).model_dump() == v.model_dump()
+
+
+def test_drain_output_rate_is_the_same_measurement_judged_once():
+    v = ab(drain_results([121.0]), drain_results([233.0]))
+    assert [c.name for c in v.checks if c.kind == "relative"] == ["drain.req_per_min"]
+
+
+def test_advice_follows_typed_causes_not_message_text():
+    assert any("schema" in a for a in advice(Outcome.ERROR, {Cause.OFF_SCHEMA}, True))
+    assert not any("schema" in a for a in advice(Outcome.ERROR, {Cause.INCOMPLETE}, True))
+    # the cause comes from the validity check's outcome, on either side
+    v = ab(drain_results([233.0]), _guided_drain(invalid=2))
+    assert any("schema" in a for a in v.advice)
+    v = ab(drain_results([233.0]), _guided_drain(failed=2))
+    assert v.outcome == Outcome.ERROR and not any("schema" in a for a in v.advice)
 
 
 # ---------------------------------------------------------------- broken measurements
@@ -151,49 +201,49 @@ def _guided_drain(**kw):
     ],
 )
 def test_broken_measurement_is_error(kw, words):
-    v = compare_results(_guided_drain(**kw), drain_results([233.0]), None, T)
+    v = ab(_guided_drain(**kw), drain_results([233.0]))
     assert v.outcome == Outcome.ERROR and v.exit_code == 4
     assert any(words in e for e in v.errors), v.errors
     assert v.headline.startswith("ERROR")
 
 
 def test_validity_error_even_without_base_and_when_faster():
-    v = compare_results(_guided_drain(invalid=1, rpm=400.0), None, None, T)
+    v = alone(_guided_drain(invalid=1, rpm=400.0), T)
     assert v.outcome == Outcome.ERROR
     assert check(v, "validity.guided_valid_share").outcome == Outcome.ERROR
 
 
 def test_incomplete_or_errored_run_is_error():
     cells = [cell("drain", "guided", 64)]
-    v = compare_results(make_results(cells, status="error"), None, None, T)
+    v = alone(make_results(cells, status="error"), T)
     assert v.outcome == Outcome.ERROR and "'error', not complete" in v.errors[0]
-    v = compare_results(make_results(cells, errors=["server died"]), None, None, T)
+    v = alone(make_results(cells, errors=["server died"]), T)
     assert v.outcome == Outcome.ERROR and "server died" in v.errors[0]
 
 
 def test_broken_base_is_error_too():
-    v = compare_results(drain_results([233.0]), _guided_drain(failed=1), None, T)
+    v = ab(drain_results([233.0]), _guided_drain(failed=1))
     assert v.outcome == Outcome.ERROR and any(e.startswith("base") for e in v.errors)
 
 
 def test_ab_plan_mismatch_names_difference():
     head = drain_results([233.0])
     base = drain_results([233.0], plan=gpu_plan(max_num_seqs=32))
-    v = compare_results(head, base, None, T)
+    v = ab(head, base)
     assert v.outcome == Outcome.ERROR
     assert any("plan_hash" in e and "max_num_seqs: 32 -> 64" in e for e in v.errors), v.errors
     assert not [c for c in v.checks if c.kind == "relative"]
 
 
 def test_ab_hardware_mismatch_names_difference():
-    v = compare_results(drain_results([233.0]), drain_results([233.0], gpu="NVIDIA H100 80GB HBM3"), None, T)
+    v = ab(drain_results([233.0]), drain_results([233.0], gpu="NVIDIA H100 80GB HBM3"))
     assert v.outcome == Outcome.ERROR
     assert any("hardware" in e and "H100" in e and "A100" in e for e in v.errors)
 
 
 def test_explicit_baseline_mismatch_is_error_naming_difference():
     baseline = load_baseline("baselines/a100-gemma4-26b--a100-80gb--gemma-4-26b-a4b-it.yaml")
-    v = compare_results(drain_results([233.0], gpu="NVIDIA B300"), None, baseline, T)
+    v = compare_results(drain_results([233.0], gpu="NVIDIA B300"), BaselineReference(baseline), T)
     assert v.outcome == Outcome.ERROR
     assert any("hardware" in e and "B300" in e for e in v.errors)
 
@@ -208,7 +258,7 @@ def test_merge_results_pools_repeats():
     assert sorted(c.repeat for c in merged.cells) == [0, 1, 2, 3]
     assert merged.plan.repeats == 4 and merged.plan_hash == first.plan_hash
     assert results_figures(merged)[0]["drain.req_per_min"] == [200.0, 205.0, 210.0, 198.0]
-    v = compare_results(merged, drain_results([233.0, 232.0, 231.0, 234.0]), None, T)
+    v = ab(merged, drain_results([233.0, 232.0, 231.0, 234.0]))
     assert check(v, "drain.req_per_min").head_n == 4
 
 
@@ -235,38 +285,63 @@ def test_threshold_overrides_refuse_unknown_names_and_bad_values():
 
 def test_threshold_override_changes_outcome():
     head, base = drain_results([205.0]), drain_results([233.0])  # -12%
-    assert compare_results(head, base, None, T).outcome != Outcome.PASS
+    assert ab(head, base).outcome != Outcome.PASS
     t = T.with_overrides(assignments(["drain_throughput_pct=25"], "--threshold"))
-    assert compare_results(head, base, None, t).outcome == Outcome.PASS
+    assert ab(head, base, t).outcome == Outcome.PASS
 
 
 def test_verdict_json_round_trip(tmp_path):
-    v = compare_results(drain_results([121.0]), drain_results([233.0]), None, T)
+    v = ab(drain_results([121.0]), drain_results([233.0]))
     path = tmp_path / "verdict.json"
     path.write_text(v.model_dump_json(indent=1))
     again = load_verdict(path)
     assert again == v
     assert json.loads(path.read_text())["outcome"] == "fail"
-    assert "Student t interval" in again.method
+    assert "SPRT" in again.method and "blocks of 1" in again.method
 
 
 # ---------------------------------------------------------------- CLI
+
+
+@pytest.fixture
+def gate_main(tmp_path, monkeypatch):
+    monkeypatch.setenv("GATE_CACHE_DIR", str(tmp_path / "cache"))  # no user calibrations
+    return gate_cli_main
+
+
+def _save(results, folder):
+    folder.mkdir(parents=True, exist_ok=True)
+    save_results(results, folder / "results.json")
+    return folder
 
 
 @pytest.mark.parametrize(
     ("head", "code"),
     [([121.0], 1), ([224.0], 0), ([180.0, 230.0, 205.0], 3)],
 )
-def test_compare_command_prints_the_verdict_and_exits_with_its_code(tmp_path, head, code):
-    h = results_folder(tmp_path / "head", drain_results(head))
-    base = drain_results([240.0, 225.0, 233.0] if len(head) > 1 else [233.0])
-    b = results_folder(tmp_path / "base", base)
-    proc = gate_in_process("compare", h, "--against", b / "results.json")
-    assert proc.returncode == code
-    assert proc.stdout.splitlines()[0].startswith(("PASS", "FAIL", "INCONCLUSIVE"))
-    assert "interval" in proc.stdout and "threshold" in proc.stdout
+def test_cli_exit_codes_ab(gate_main, tmp_path, capsys, head, code):
+    h = _save(drain_results(head), tmp_path / "head")
+    b = _save(drain_results([240.0, 225.0, 233.0] if len(head) > 1 else [233.0]), tmp_path / "base")
+    store_for(tmp_path / "noise", drain_results([233.0]), names=NAMES, between=0.01, within=0.02)
+    args = ["compare", str(h), "--against", str(b / "results.json"), "--noise-dir",
+            str(tmp_path / "noise")]
+    assert gate_main(args) == code
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].startswith(("PASS", "FAIL", "INCONCLUSIVE"))
+    assert "interval" in out and "threshold" in out
     verdict = load_verdict(h / "verdict.json")
     assert verdict.exit_code == code and verdict.mode == "ab"
+    assert str(tmp_path / "noise") in verdict.noise_profile
+
+
+def test_cli_reads_the_runners_own_calibrations_from_the_cache(gate_main, tmp_path, capsys):
+    h = _save(drain_results([121.0]), tmp_path / "head")
+    b = _save(drain_results([233.0]), tmp_path / "base")
+    args = ["compare", str(h), "--against", str(b), "--noise-dir", str(tmp_path / "none")]
+    assert gate_main(args) == 3  # no calibration: nothing known about the spread
+    store_for(tmp_path / "cache" / "noise", drain_results([233.0]), names=NAMES)
+    assert gate_main(args) == 1
+    assert "cache" in load_verdict(h / "verdict.json").noise_profile
 
 
 def test_compare_command_exits_4_on_failed_requests_and_2_on_bad_input(tmp_path):

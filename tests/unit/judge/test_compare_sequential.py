@@ -1,13 +1,17 @@
-"""gate compare on A/B rounds: paired log ratios, the noise profile as prior, the looks of a
-sequential A/B replayed round by round, and the runner doctor's findings."""
+"""gate compare on A/B rounds: paired log ratios grouped into blocks of one server pair, the
+calibration as prior, the looks of gate ab's sequential test replayed from the files, and the
+runner doctor's findings."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
+from support.calibrations import noise_for_results
 from support.factories import cell, fingerprint, gpu_plan, make_results
 
-from gate.judge.compare import compare_results
-from gate.judge.noise import CheckNoise, Noise, NoiseCalibration, NoiseProvenance
+from gate.judge.compare import ABReference, compare_results
+from gate.judge.noise import Noise
 from gate.judge.verdict import Outcome
 from gate.plan.thresholds import Thresholds
 from gate.runner.doctor import DoctorReport, Finding, Severity
@@ -16,7 +20,8 @@ T = Thresholds()
 PLAN = gpu_plan(levels=(8,), repeats=3)
 
 
-def rounds(tpot_by_round: list[float], sequential: int | None = 6, label: str = "head"):
+def rounds(tpot_by_round: list[float], sequential: int | None = 8, label: str = "head"):
+    """A/B results of `gate ab`: one round per value (guided TPOT p50 at 8, free at 10 ms)."""
     cells = []
     for r, tpot in enumerate(tpot_by_round):
         cells += [cell("drain", "guided", 64, r, rpm=233.0),
@@ -28,58 +33,78 @@ def rounds(tpot_by_round: list[float], sequential: int | None = 6, label: str = 
                                   "plan_hash": PLAN.measurement_hash()})
 
 
-def profile(sigma: float = 0.02, pairs: int = 20) -> Noise:
-    checks = {name: CheckNoise(sigma=sigma, pairs=pairs, sigma_single=sigma)
-              for name in ("drain.req_per_min", "drain.output_tok_s", "sweep.c8.tpot_p50_ms",
-                           "sweep.c8.tpot_p99_ms", "sweep.c8.itl_p99_ms", "ratio.c8.tpot_p50")}
-    p = NoiseCalibration(plan=PLAN.name, plan_hash=PLAN.measurement_hash(),
-                     hardware_key="1x NVIDIA A100-SXM4-80GB",
-                     provenance=NoiseProvenance(date="2026-11-30", gate_version="0.1.0"),
-                     checks=checks)
-    return Noise(p, "noise profile test.yaml (2026-11-30)")
+CALIBRATED = noise_for_results(rounds([10.0]), between=0.01, within=0.015)
+
+
+def ab(head, base, noise: Noise = CALIBRATED):
+    return compare_results(head, ABReference(base), T, noise=noise)
 
 
 def check(v, name):
     return next(c for c in v.checks if c.name == name)
 
 
-def test_a_2x_slowdown_is_decided_in_the_first_round_and_stays_decided():
+def test_a_2x_slowdown_fails_in_round_one_and_stays_decided():
     base, head = rounds([10.0, 10.1, 9.9]), rounds([20.0, 10.0, 10.0])
-    v = compare_results(head, base, None, T, noise=profile())
+    v = ab(head, base)
     tpot = check(v, "sweep.c8.tpot_p50_ms")
     assert tpot.outcome == Outcome.FAIL and tpot.decided_at_round == 1
     assert v.outcome == Outcome.FAIL and v.rounds == 3
-    assert "noise profile test.yaml" in tpot.interval_source and "3 paired round(s)" in \
-        tpot.interval_source
-    assert "noise profile test.yaml" in v.noise_profile
+    assert "test calibration" in tpot.interval_source and "blocks of 2" in tpot.interval_source
+    assert "test calibration" in v.noise_profile
+    assert "at most 4 blocks" in v.method
 
 
-def test_repeats_judged_together_when_not_measured_sequentially():
-    base, head = rounds([10.0, 10.1, 9.9], None), rounds([12.0, 12.2, 11.8], None)
-    v = compare_results(head, base, None, T, noise=profile())
-    tpot = check(v, "sweep.c8.tpot_p50_ms")  # one look at all three rounds: +20%
-    assert tpot.outcome == Outcome.FAIL and tpot.decided_at_round == 1
-    assert tpot.delta_pct == pytest.approx(20.0, abs=0.5) and tpot.head_n == 3
-
-
-def test_rounds_noisier_than_the_profile_say_so():
-    base, head = rounds([10.0, 10.1, 9.9], None), rounds([20.0, 10.0, 10.0], None)
-    tpot = check(compare_results(head, base, None, T, noise=profile()), "sweep.c8.tpot_p50_ms")
-    assert tpot.outcome == Outcome.INCONCLUSIVE
-    assert "noisier than its noise profile" in tpot.note
-
-
-def test_an_aa_run_passes_once_its_interval_is_inside_every_threshold():
-    base = rounds([10.0, 10.1, 9.95, 10.05])
-    head = rounds([10.05, 10.0, 10.0, 9.95])
-    v = compare_results(head, base, None, T, noise=profile(0.01))
+def test_a_healthy_ab_passes_at_the_end_of_a_block_not_before():
+    base, head = rounds([10.0, 10.1, 9.95, 10.05]), rounds([10.05, 10.0, 10.0, 9.95])
+    assert ab(head, base).outcome == Outcome.PASS
+    first = ab(rounds([10.05]), rounds([10.0]))
+    assert first.outcome == Outcome.INCONCLUSIVE  # round 1 can only fail a gross effect
+    v = ab(rounds([10.05, 10.0]), rounds([10.0, 10.1]))
     assert v.outcome == Outcome.PASS, v.headline
-    assert all(c.decided_at_round for c in v.checks if c.kind == "relative")
+    assert {c.decided_at_round for c in v.checks if c.kind == "relative"} == {2}
 
 
-def test_the_fallback_prior_is_named_when_there_is_no_profile():
-    v = compare_results(rounds([20.0]), rounds([10.0]), None, T)
-    assert "fallback constant run_noise_pct=1%" in check(v, "sweep.c8.tpot_p50_ms").interval_source
+def test_a_quarter_slower_fails_only_at_a_block_end():
+    base, head = rounds([10.0, 10.0, 10.0, 10.0]), rounds([12.5, 12.6, 12.4, 12.5])
+    v = ab(head, base)
+    tpot = check(v, "sweep.c8.tpot_p50_ms")
+    assert tpot.outcome == Outcome.FAIL and tpot.decided_at_round in (2, 4)
+
+
+def test_results_not_measured_sequentially_are_one_block():
+    base, head = rounds([10.0, 10.1, 9.9], None), rounds([12.0, 12.2, 11.8], None)
+    tpot = check(ab(head, base), "sweep.c8.tpot_p50_ms")  # one look at all three rounds: +20%
+    assert tpot.outcome == Outcome.FAIL and tpot.decided_at_round == 3
+    assert tpot.delta_pct == pytest.approx(20.0, abs=0.5) and tpot.head_n == 3
+    assert "1 block(s) of 3" in tpot.interval_source
+
+
+def test_rounds_noisier_than_the_calibration_set_it_aside():
+    base = rounds([10.0, 10.0, 10.0, 10.0])
+    head = rounds([10.0, 13.0, 7.6, 10.1])
+    tpot = check(ab(head, base), "sweep.c8.tpot_p50_ms")
+    assert tpot.outcome == Outcome.INCONCLUSIVE
+    assert "set aside" in tpot.note and "gate calibrate" in tpot.note
+
+
+def test_no_calibration_is_named_and_decides_only_on_the_runs_own_spread():
+    v = ab(rounds([20.0]), rounds([10.0]), noise=Noise(description="no calibration found"))
+    tpot = check(v, "sweep.c8.tpot_p50_ms")
+    assert tpot.outcome == Outcome.INCONCLUSIVE
+    assert "no calibration: the run's own spread only" in tpot.interval_source
+    assert any("no calibration found" in n for n in v.notes)
+
+
+def test_the_replay_is_a_pure_function_of_the_files():
+    base, head = rounds([10.0, 10.2, 9.9, 10.1]), rounds([10.3, 10.6, 10.2, 10.5])
+    assert ab(head, base).model_dump() == ab(head, base).model_dump()
+    # the mean paired d of the rounds up to the deciding look, not the ratio of the means
+    tpot = check(ab(head, base), "sweep.c8.tpot_p50_ms")
+    n = tpot.decided_at_round or 4
+    d = [math.log(h / b) for h, b in zip([10.3, 10.6, 10.2, 10.5][:n],
+                                          [10.0, 10.2, 9.9, 10.1][:n], strict=True)]
+    assert tpot.delta_pct == pytest.approx(math.expm1(sum(d) / n) * 100)
 
 
 def test_an_oversubscribed_runner_is_an_error_with_the_fix_not_a_fail():
@@ -87,7 +112,7 @@ def test_an_oversubscribed_runner_is_an_error_with_the_fix_not_a_fail():
                       title="VLLM::EngineCore runs 8 torch threads on 2 CPUs", detail="",
                       fix="set OMP_NUM_THREADS=2 in the server's environment")
     head = rounds([20.0]).model_copy(update={"doctor": DoctorReport(findings=[finding])})
-    v = compare_results(head, rounds([10.0]), None, T)
+    v = ab(head, rounds([10.0]))
     assert v.outcome == Outcome.ERROR
     assert any("set OMP_NUM_THREADS=2" in e and e.startswith("head runner:") for e in v.errors)
 
@@ -97,5 +122,5 @@ def test_doctor_warnings_reach_the_verdict():
                       detail="", fix="set the performance governor")
     head = rounds([10.0]).model_copy(update={"doctor": DoctorReport(findings=[finding]),
                                              "fingerprint": fingerprint("NVIDIA A100-SXM4-80GB")})
-    v = compare_results(head, rounds([10.0]), None, T)
+    v = ab(head, rounds([10.0]))
     assert "head runner: governor powersave; fix: set the performance governor" in v.warnings

@@ -1,105 +1,191 @@
-"""gate/judge/noise.py: estimating a noise profile from A/A rounds, its YAML file, matching, storing."""
+"""gate/judge/noise.py: estimating a calibration run from A/A blocks (between server pairs and
+between rounds), pooling runs, the runner key, the YAML file (schema v2, v1 read), matching."""
 
 from __future__ import annotations
 
 import math
-import os
 import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
+from support.calibrations import calibration_run
+from support.factories import fingerprint
+from support.paths import REPO_ROOT
 
 from gate.core.errors import EXIT_BAD_INPUT, EXIT_ERROR, GateError, MeasurementError
-from gate.core.store import dump_record
 from gate.judge import noise
-from gate.judge.noise import CalibrationKey, NoiseCalibration
+from gate.judge.noise import CalibrationDesign, CalibrationKey
+from gate.runner.gpus import Gpu
 
-CPU = CalibrationKey(plan="cpu-smoke", plan_hash="abc123", hardware_key="cpu: Test CPU 9000")
+KEY = CalibrationKey(plan="cpu-smoke", plan_hash="abc123",
+                     runner_key="cpu: Test CPU 9000; cpus 2; quota none")
+PERSISTENT2 = CalibrationDesign(servers="persistent", rounds_per_block=2)
+SHIPPED = REPO_ROOT / "baselines" / "noise" / "cpu-smoke--cpu-amd-epyc.yaml"
 
 
-def _aa_pairs(rounds: int, sigma: float, seed: int, offset: float = 0.0) -> list[tuple[float, float]]:
+def aa_blocks(blocks: int, between: float, within: float, seed: int, size: int = 2,
+              offset: float = 0.0) -> list[tuple[float, float]]:
+    """(base, head) per round: a server pair offset per block, round noise on top."""
     rng = np.random.default_rng(seed)
-    base = 300.0 * np.exp(rng.normal(0, sigma / math.sqrt(2), rounds))
-    head = 300.0 * np.exp(offset + rng.normal(0, sigma / math.sqrt(2), rounds))
-    return list(zip(base.tolist(), head.tolist(), strict=True))
+    pair = np.repeat(rng.normal(offset, between, blocks), size)
+    d = pair + rng.normal(0, within, blocks * size)
+    base = 300.0 * np.exp(rng.normal(0, 0.03, blocks * size))
+    return list(zip(base.tolist(), (base * np.exp(d)).tolist(), strict=True))
 
 
-def _profile(identity: CalibrationKey = CPU, seed: int = 0, rounds: int = 8) -> NoiseCalibration:
-    pairs = {"drain.req_per_min": _aa_pairs(rounds, 0.06, seed),
-             "sweep.c8.tpot_p50_ms": _aa_pairs(rounds, 0.04, seed + 1)}
-    prov = noise.make_provenance(runner="2 cores", command="gate calibrate --rounds 8")
-    return noise.estimate_calibration(pairs, identity, prov, {"drain.req_per_min": "req/min"})
+def run_of(seed: int = 0, blocks: int = 6, **kw) -> noise.CalibrationRun:
+    pairs = {"drain.req_per_min": aa_blocks(blocks, 0.03, 0.02, seed, **kw),
+             "sweep.c8.tpot_p50_ms": aa_blocks(blocks, 0.0, 0.04, seed + 1, **kw)}
+    return noise.estimate_run(pairs, PERSISTENT2, noise.make_provenance(command="test"),
+                              noise.CalibrationCost(pair_s=70.0, round_s=65.0),
+                              {"drain.req_per_min": "req/min"})
 
 
 # ---------------------------------------------------------------- estimate
 
 
-def test_estimate_is_the_spread_of_the_paired_log_ratio():
-    pairs = _aa_pairs(12, 0.05, 3)
-    c = noise.estimate_check("drain.req_per_min", pairs, "req/min")
-    d = [math.log(h / b) for b, h in pairs]
-    assert c.sigma == pytest.approx(np.std(d, ddof=1))
-    assert c.pairs == 12 and c.prior_df == 11 and c.aa_mean == pytest.approx(np.mean(d))
-    assert c.sigma_single is not None and c.unit == "req/min"
+def test_a_run_keeps_each_blocks_mean_and_the_spread_around_it():
+    pairs = aa_blocks(5, 0.03, 0.02, 1)
+    c = noise.estimate_check("drain.req_per_min", pairs, 2, "req/min")
+    d = np.array([math.log(h / b) for b, h in pairs]).reshape(5, 2)
+    assert c.block_means == pytest.approx(d.mean(axis=1).tolist())
+    within = math.sqrt(((d - d.mean(axis=1, keepdims=True)) ** 2).sum() / 5)
+    assert c.within_sd == pytest.approx(within) and c.within_df == 5
+    assert c.sigma_single is not None and c.single_df == 9 and c.unit == "req/min"
+    # a last, incomplete block is left out
+    assert len(noise.estimate_check("x", pairs + pairs[:1], 2).block_means) == 5
 
 
 def test_estimate_refuses_broken_calibrations():
-    with pytest.raises(GateError, match="at least 2 rounds") as err:
-        noise.estimate_check("drain.req_per_min", [(300.0, 301.0)])
+    with pytest.raises(GateError, match="make no block") as err:
+        noise.estimate_check("drain.req_per_min", [(300.0, 301.0)], 2)
     assert err.value.exit_code == EXIT_BAD_INPUT
     with pytest.raises(MeasurementError, match=r"drain.req_per_min: round\(s\) \[2\]") as err:
-        noise.estimate_check("drain.req_per_min", [(300.0, 301.0), (0.0, 299.0), (300.0, 290.0)])
+        noise.estimate_check("drain.req_per_min", [(300.0, 301.0), (0.0, 299.0)], 2)
     assert err.value.exit_code == EXIT_ERROR
     with pytest.raises(MeasurementError, match="spread 0"):
-        noise.estimate_check("sweep.c8.tpot_p50_ms", [(10.0, 11.0), (20.0, 22.0)])
+        noise.estimate_check("sweep.c8.tpot_p50_ms", [(10.0, 11.0), (20.0, 22.0)] * 2, 2)
     with pytest.raises(GateError, match="no paired figures"):
-        noise.estimate_calibration({}, CPU, noise.make_provenance())
+        noise.estimate_run({}, PERSISTENT2, noise.make_provenance())
 
 
-def test_a_systematic_server_difference_is_named():
-    shifted = noise.estimate_calibration({"drain.req_per_min": _aa_pairs(20, 0.03, 4, offset=0.08)},
-                                     CPU, noise.make_provenance())
+def test_a_systematic_side_difference_is_named():
+    shifted = noise.estimate_run({"drain.req_per_min": aa_blocks(10, 0.02, 0.02, 4, offset=0.08)},
+                                 PERSISTENT2, noise.make_provenance())
     warnings = noise.offset_warnings(shifted)
     assert len(warnings) == 1 and "drain.req_per_min" in warnings[0]
-    assert re.search(r"differ by \+[78]\.\d% on average over 20 A/A rounds", warnings[0])
-    level = noise.estimate_calibration({"drain.req_per_min": _aa_pairs(20, 0.03, 4)}, CPU,
-                                   noise.make_provenance())
-    assert noise.offset_warnings(level) == []
+    assert re.search(r"differ by \+[789]\.\d% on average over 10 A/A server pairs", warnings[0])
+    assert noise.offset_warnings(run_of(4, blocks=10)) == []
 
 
-# ---------------------------------------------------------------- priors
+# ---------------------------------------------------------------- pooling and priors
 
 
-def test_priors_from_a_profile_or_the_labelled_fallback():
-    profile = _profile()
-    hit = noise.prior_for(profile, "drain.req_per_min", 12.5, label="x.yaml")
-    assert hit.sigma == profile.checks["drain.req_per_min"].sigma and hit.df == 7
-    assert "x.yaml" in hit.source and "8 A/A pairs" in hit.source
-    missing = noise.prior_for(profile, "sweep.c32.tpot_p50_ms", 12.5, label="x.yaml")
-    assert missing.df == noise.FALLBACK_PRIOR_DF and "lacks this check" in missing.source
-    none = noise.prior_for(None, "drain.req_per_min", 12.5)
-    assert none.sigma == pytest.approx(math.sqrt(2) * math.log1p(0.125))
-    assert "fallback" in none.source and "no noise profile" in none.source
-    single = noise.prior_for(profile, "drain.req_per_min", 12.5, paired=False)
-    assert single.sigma == profile.checks["drain.req_per_min"].sigma_single
+def test_the_spread_between_server_pairs_is_recovered():
+    """Many blocks: the block means' spread is between**2 + within**2 / B, and the pooled
+    between-server estimate comes back near the truth; the check without offsets near 0."""
+    runs = [run_of(seed, blocks=40) for seed in range(0, 10, 2)]
+    pooled = noise.pool(runs, "drain.req_per_min", PERSISTENT2)
+    assert pooled.block_df >= noise.ENOUGH_BLOCK_DF
+    spread = pooled.spread()
+    assert spread is not None
+    assert spread.between == pytest.approx(0.03, rel=0.35)
+    assert spread.within == pytest.approx(0.02, rel=0.2)
+    assert noise.pool(runs, "sweep.c8.tpot_p50_ms", PERSISTENT2).spread().between < 0.015
+
+
+def test_runs_pool_newest_first_until_enough_blocks():
+    runs = [run_of(seed, blocks=4) for seed in range(5)]  # 3 df each
+    pooled = noise.pool(runs, "drain.req_per_min", PERSISTENT2)
+    assert pooled.runs == 3 and pooled.block_df == 9 and pooled.blocks == 12
+    one = noise.pool(runs[:1], "drain.req_per_min", PERSISTENT2)
+    assert one.block_df == 3
+    other = noise.pool(runs, "drain.req_per_min", CalibrationDesign(servers="persistent",
+                                                                    rounds_per_block=4))
+    assert other.block_df == 0 and other.prior("x") is None  # no block of that size measured
+
+
+def test_a_prior_for_the_test_and_its_source():
+    n = noise.Noise((noise.NoiseCalibration(**KEY.model_dump(), runs=[run_of(blocks=10)]),),
+                    "cal.yaml")
+    p = n.prior("drain.req_per_min", PERSISTENT2)
+    pooled = n.pooled("drain.req_per_min", PERSISTENT2)
+    assert p is not None and p.block_df == 9
+    assert p.block_sd == pytest.approx(math.sqrt(pooled.block_var))
+    assert p.block_ucb > p.block_sd
+    assert "10 blocks of 2 rounds from 1 run(s) (cal.yaml)" in p.source
+    assert n.prior("sweep.c32.tpot_p50_ms", PERSISTENT2) is None
+    single = noise.single_prior(n, "drain.req_per_min", 12.5)
+    assert single.df == 19 and "cal.yaml" in single.source
+    fallback = noise.single_prior(noise.Noise(), "drain.req_per_min", 12.5)
+    assert fallback.df == noise.FALLBACK_PRIOR_DF and "no calibration" in fallback.source
+    assert n.cost(PERSISTENT2) is not None
+
+
+# ---------------------------------------------------------------- the runner key
+
+
+def test_the_runner_key_holds_what_changes_noise():
+    assert noise.runner_key(fingerprint(cores=2)) == "cpu: Test CPU; cpus 2; quota none"
+    assert noise.runner_key(fingerprint(cores=64, quota=12.0)) == "cpu: Test CPU; cpus 64; quota 12"
+    fp = fingerprint("NVIDIA A100-SXM4-80GB", gpus=2, cores=16)
+    fp.gpus = [Gpu(name="NVIDIA A100-SXM4-80GB", memory_total_mib=81920)] * 2
+    assert noise.runner_key(fp) == "gpu: 2x NVIDIA A100-SXM4-80GB 81920 MiB; cpus 16; quota none"
 
 
 # ---------------------------------------------------------------- files
 
 
-def test_round_trip_and_history(tmp_path):
-    first = _profile()
-    path = noise.store_calibration(tmp_path, first)
-    assert path.name == "cpu-smoke--cpu-test-cpu-9000.yaml"
-    loaded = noise.load_calibration(path)
-    assert loaded == first
-    second = _profile(seed=9)
-    assert noise.store_calibration(tmp_path, second) == path
-    again = noise.load_calibration(path)
-    assert again.checks == second.checks
-    assert len(again.history) == 1 and again.history[0].checks == first.checks
+def test_store_adds_runs_newest_first_and_moves_another_plan_hash_to_history(tmp_path):
+    path = noise.store_run(tmp_path, KEY, run_of(0))
+    assert path.name == "cpu-smoke--cpu-test-cpu-9000-cpus-2-quota-none.yaml"
+    assert noise.store_run(tmp_path, KEY, run_of(1)) == path
+    cal = noise.load_calibration(path)
+    assert len(cal.runs) == 2 and cal.runs[0] == run_of(1) and cal.schema_version == 2
+    moved = noise.store_run(tmp_path, KEY.model_copy(update={"plan_hash": "def456"}), run_of(2))
+    cal = noise.load_calibration(moved)
+    assert moved == path and cal.plan_hash == "def456" and cal.runs == [run_of(2)]
+    assert [h.plan_hash for h in cal.history] == ["abc123", "abc123"]
+
+
+def test_a_v1_file_is_read_as_one_block_without_a_between_server_spread(tmp_path):
+    cal = noise.load_calibration(_write(tmp_path / "v1.yaml", _V1_EXAMPLE))
+    assert cal.runner_key == "cpu: Test CPU 9000; *"  # any CPUs and quota: v1 did not say
+    assert noise.calibration_mismatches(cal.identity, KEY) == []
+    drain = cal.runs[0].checks["drain.req_per_min"]
+    assert drain.block_means == [0.01] and drain.within_sd == 0.03 and drain.within_df == 11
+    assert "read from schema v1" in cal.runs[0].provenance.note
+    n = noise.Noise((cal,), "v1")
+    assert n.prior("drain.req_per_min", PERSISTENT2) is None  # no between-server spread
+    assert n.pooled("drain.req_per_min", PERSISTENT2).within_df == 11
+
+
+def test_the_shipped_calibration_is_migrated_and_pools_with_new_blocks():
+    cal = noise.load_calibration(SHIPPED)
+    assert cal.schema_version == 2 and cal.runner_key == "cpu: AMD EPYC; cpus 2; quota none"
+    assert cal.runs[0].checks["drain.req_per_min"].within_df == 11 and len(cal.history) == 1
+    key = cal.identity
+    more = noise.NoiseCalibration(**key.model_dump(), runs=[run_of(blocks=4), *cal.runs])
+    pooled = noise.Noise((more,), "x").pooled("drain.req_per_min", PERSISTENT2)
+    assert pooled.block_df == 3 and pooled.within_df == 4 + 11
+
+
+def test_a_v1_file_is_upgraded_when_a_run_is_added(tmp_path):
+    path = _write(tmp_path / "old.yaml", _V1_EXAMPLE)
+    key = noise.load_calibration(path).identity
+    assert noise.store_run(tmp_path, key, run_of(0)) == path
+    cal = noise.load_calibration(path)
+    assert cal.schema_version == 2 and len(cal.runs) == 2
+
+
+_V1_EXAMPLE = {
+    "schema_version": 1, "plan": "cpu-smoke", "plan_hash": "abc123",
+    "hardware_key": "cpu: Test CPU 9000",
+    "provenance": {"date": "2026-11-30", "gate_version": "0.1.0"},
+    "checks": {"drain.req_per_min": {"sigma": 0.03, "pairs": 12, "aa_mean": 0.01}},
+}
 
 
 def _write(path: Path, data: dict | str) -> Path:
@@ -108,70 +194,72 @@ def _write(path: Path, data: dict | str) -> Path:
 
 
 def test_broken_files_name_the_key(tmp_path):
-    good = _profile().model_dump(mode="json", exclude_none=True)
-    bad = {**good, "checks": {"drain.req_per_min": {"sigma": -0.1, "pairs": 1}}, "colour": "red"}
+    good = noise.NoiseCalibration(**KEY.model_dump(), runs=[run_of()]).model_dump(mode="json")
+    bad = {**good, "colour": "red"}
+    bad["runs"][0]["checks"]["drain.req_per_min"]["within_sd"] = -1
     with pytest.raises(GateError) as err:
         noise.load_calibration(_write(tmp_path / "bad.yaml", bad))
     msg = str(err.value)
     assert err.value.exit_code == EXIT_BAD_INPUT
-    assert "checks.drain.req_per_min.sigma" in msg and "checks.drain.req_per_min.pairs" in msg
-    assert "colour: unknown key" in msg
+    assert "runs.0.checks.drain.req_per_min.within_sd" in msg and "colour: unknown key" in msg
     with pytest.raises(GateError, match="not valid YAML"):
-        noise.load_calibration(_write(tmp_path / "junk.yaml", "checks: [unclosed"))
+        noise.load_calibration(_write(tmp_path / "junk.yaml", "runs: [unclosed"))
     with pytest.raises(GateError, match="mapping"):
         noise.load_calibration(_write(tmp_path / "list.yaml", "- 1\n"))
-    with pytest.raises(GateError, match="schema v9"):
+    with pytest.raises(GateError, match=r"schema v9; this gate reads v1, v2: calibrate again"):
         noise.load_calibration(_write(tmp_path / "v9.yaml", {**good, "schema_version": 9}))
+    with pytest.raises(GateError, match=r"(?s)schema v1\).*checks.drain.req_per_min.sigma"):
+        noise.load_calibration(_write(tmp_path / "v1.yaml", {
+            **_V1_EXAMPLE, "checks": {"drain.req_per_min": {"sigma": -1, "pairs": 12}}}))
     with pytest.raises(GateError, match="does not exist"):
         noise.load_calibration(tmp_path / "nothing.yaml")
 
 
-def test_find_names_what_did_not_match(tmp_path):
-    noise.store_calibration(tmp_path, _profile())
-    other_hw = CPU.model_copy(update={"hardware_key": "1x NVIDIA A100-SXM4-80GB"})
-    lookup = noise.find_calibration(tmp_path, other_hw)
-    assert lookup.profile is None
-    assert "hardware: profile 'cpu: Test CPU 9000', run '1x NVIDIA A100-SXM4-80GB'" in lookup.describe()
-    other_plan = CPU.model_copy(update={"plan": "cpu-big", "plan_hash": "def456"})
-    text = noise.find_calibration(tmp_path, other_plan).describe()
-    assert "plan: profile 'cpu-smoke', run 'cpu-big'" in text and "plan_hash: profile abc123" in text
-    assert "gate calibrate" in text
-    found = noise.find_calibration(tmp_path, CPU)
-    assert found.profile is not None and found.path.name.startswith("cpu-smoke--")
-    assert noise.find_calibration(tmp_path / "absent", CPU).describe() == "no noise profile found"
+def test_find_pools_every_match_and_names_what_did_not(tmp_path):
+    noise.store_run(tmp_path / "a", KEY, run_of(0))
+    noise.store_run(tmp_path / "b", KEY.model_copy(update={"runner_key": "cpu: Test*"}), run_of(1))
+    lookup = noise.find_calibrations([tmp_path / "a", tmp_path / "b"], KEY)
+    assert len(lookup.matches) == 2 and len(lookup.noise().runs()) == 2
+    other = KEY.model_copy(update={"runner_key": "cpu: Test CPU 9000; cpus 4; quota none"})
+    text = noise.find_calibrations([tmp_path / "a"], other).describe()
+    assert "runner: calibration 'cpu: Test CPU 9000; cpus 2; quota none'" in text
+    moved = KEY.model_copy(update={"plan_hash": "def456"})
+    assert "gate calibrate again" in noise.find_calibrations([tmp_path / "a"], moved).describe()
+    assert noise.find_calibrations([tmp_path / "absent"], KEY).describe() == \
+        "no calibration found"
 
 
-def test_find_never_skips_a_broken_file_or_guesses_between_two(tmp_path):
-    noise.store_calibration(tmp_path, _profile())
+def test_find_never_skips_a_broken_file(tmp_path):
+    noise.store_run(tmp_path, KEY, run_of(0))
     _write(tmp_path / "zz.yaml", "plan: [")
     with pytest.raises(GateError, match="zz.yaml is not valid YAML"):
-        noise.find_calibration(tmp_path, CPU)
-    (tmp_path / "zz.yaml").unlink()
-    pattern = _profile(CPU.model_copy(update={"hardware_key": "cpu: Test*"}))
-    _write(tmp_path / "pattern.yaml", dump_record(pattern))
-    with pytest.raises(GateError, match="several noise profiles"):
-        noise.find_calibration(tmp_path, CPU)
+        noise.find_calibrations([tmp_path], KEY)
 
 
-def test_store_leaves_the_stored_profile_alone_when_it_fails(tmp_path, monkeypatch):
-    path = noise.store_calibration(tmp_path, _profile())
+def test_the_cache_folder_is_always_read(tmp_path):
+    assert noise.noise_dirs(None, tmp_path) == [noise.DEFAULT_NOISE_DIR, tmp_path / "noise"]
+    assert noise.noise_dirs([Path("x")], tmp_path) == [Path("x"), tmp_path / "noise"]
+
+
+def test_store_leaves_the_stored_file_alone_when_it_fails(tmp_path, monkeypatch):
+    path = noise.store_run(tmp_path, KEY, run_of(0))
     before = path.read_text()
-    # a calibration that failed never yields a profile to store
-    with pytest.raises(MeasurementError):
-        noise.estimate_calibration({"drain.req_per_min": [(300.0, 300.0), (-1.0, 300.0)]}, CPU,
-                               noise.make_provenance())
-    # the write itself fails at the last step: the old file stays, no temporary file is left
+
     def broken_replace(src, dst):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(os, "replace", broken_replace)
+    monkeypatch.setattr("os.replace", broken_replace)
     with pytest.raises(OSError):
-        noise.store_calibration(tmp_path, _profile(seed=5))
+        noise.store_run(tmp_path, KEY, run_of(5))
     monkeypatch.undo()
     assert path.read_text() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
-    # a stored file that does not load is not replaced either
-    path.write_text("checks: [")
+    path.write_text("runs: [")  # a stored file that does not load is not replaced either
     with pytest.raises(GateError, match="not valid YAML"):
-        noise.store_calibration(tmp_path, _profile(seed=6))
-    assert path.read_text() == "checks: ["
+        noise.store_run(tmp_path, KEY, run_of(6))
+    assert path.read_text() == "runs: ["
+
+
+def test_a_test_calibration_matches_its_own_key():
+    run = calibration_run()
+    assert run.design == PERSISTENT2 and run.cost is not None

@@ -1,9 +1,11 @@
 from pathlib import Path
 
 import pytest
+import yaml
+from support.paths import REPO_ROOT
 
 from gate.core.errors import GateError
-from gate.plan.spec import BUILTIN_PLANS, apply_overrides, load_plan, parse_plan
+from gate.plan.spec import BUILTIN_PLANS, apply_overrides, load_plan, parse_plan, pin_runner
 
 
 def minimal(**extra):
@@ -75,3 +77,45 @@ def test_measurement_hash_ignores_port_and_repeats_but_not_workload():
     c = parse_plan(minimal(workload={"max_tokens": 99}))
     assert a.measurement_hash() == b.measurement_hash()
     assert a.measurement_hash() != c.measurement_hash()
+
+
+# ---- the model runner pin, the launch and what the hash leaves out ---------------------------
+
+def test_a_runner_pin_vllm_cannot_read_is_named_with_the_fix():
+    with pytest.raises(GateError, match=r"VLLM_USE_V2_MODEL_RUNNER='true': vLLM reads it with "
+                                        r"int\(\).*use 0 \(V1 model runner\) or 1 \(V2\)"):
+        parse_plan(minimal(server={"model": "/m", "env": {"VLLM_USE_V2_MODEL_RUNNER": "true"}}))
+    plan = parse_plan(minimal(server={"model": "/m", "env": {"VLLM_USE_V2_MODEL_RUNNER": "0"}}))
+    assert plan.server.pinned_runner() == "v1"
+
+
+def test_pinning_a_runner_sets_vllms_switch_and_changes_the_hash():
+    plan = load_plan("cpu-smoke")
+    assert plan.server.pinned_runner() is None
+    v1, v2 = pin_runner(plan, "v1"), pin_runner(plan, "v2")
+    assert v1.server.env["VLLM_USE_V2_MODEL_RUNNER"] == "0"
+    assert v2.server.env["VLLM_USE_V2_MODEL_RUNNER"] == "1"
+    assert len({plan.measurement_hash(), v1.measurement_hash(), v2.measurement_hash()}) == 3
+    assert pin_runner(v2, "auto").measurement_hash() == plan.measurement_hash()
+    assert pin_runner(plan, None) is plan
+    with pytest.raises(GateError, match="choose v1, v2 or auto"):
+        pin_runner(plan, "v3")
+
+
+def test_cpu_smoke_still_matches_its_shipped_noise_profile():
+    """Launching through `vllm serve` instead of the deprecated module, and stating what a
+    run should show, leave the plan's measurement as it was calibrated."""
+    profile = yaml.safe_load((REPO_ROOT / "baselines/noise/cpu-smoke--cpu-amd-epyc.yaml")
+                             .read_text())
+    plan = load_plan("cpu-smoke")
+    assert plan.server.launch == "serve"
+    assert plan.measurement_hash() == profile["plan_hash"]
+    module = plan.model_copy(update={"server": plan.server.model_copy(update={"launch": "module"})})
+    assert module.measurement_hash() == plan.measurement_hash()
+    command = plan.server.model_copy(update={"launch": "command", "command": ["taskset", "-c",
+                                                                              "0", "vllm"]})
+    assert plan.model_copy(update={"server": command}).measurement_hash() != \
+        plan.measurement_hash()
+    expecting = plan.model_copy(deep=True)
+    expecting.workload.expected.output_tokens = 999
+    assert expecting.measurement_hash() == plan.measurement_hash()

@@ -60,5 +60,5 @@ def test_brackets_in_html_text_render_as_brackets_and_refs_stay_dead():
     """A hunk's section header such as `Callable[[str], _T]` reads as written on GitHub."""
     shown = markdown_check.render(f"<code>{html_text('Callable[[str], _T] fixes #12')}</code>")
     code = "".join(shown.code)
-    assert "Callable[[str], _T] fixes #\u200d12" == code
+    assert code == "Callable[[str], _T] fixes #\u200d12"
     assert shown.live_refs() == []

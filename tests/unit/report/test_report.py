@@ -91,16 +91,33 @@ def test_checks_table_has_every_check():
 
 def test_guided_free_table_values():
     md = render()
-    assert "| 8 | base | 15 | 14 | 1.07× | 480.0 | 500.0 |" in md
-    assert "| 32 | head | 150.0 | 45 | **3.33×** ⚠️ | 200.0 | 640.0 |" in md
-    assert "| 1 | head | 5.6 | 5.2 | 1.08× | 170.0 | 185.0 |" in md
+    assert "| 8 | base (V1) | 15 | 14 | 1.07× | 480.0 | 500.0 |" in md
+    assert "| 32 | head (V1) | 150.0 | 45 | **3.33×** ⚠️ | 200.0 | 640.0 |" in md
+    assert "| 1 | head (V1) | 5.6 | 5.2 | 1.08× | 170.0 | 185.0 |" in md
+    assert "<sub>Tables from the V1 model runner (server log) (both builds)</sub>" in md
 
 
 def test_guided_free_table_head_only():
     head = f.sweep_results("head", f.HEALTHY)
     md = render_report(ReportInput(verdict=f.verdict(Outcome.PASS, mode="absolute"), head=head))
-    assert "| 8 | head | 15 | 14 | 1.07× | 480.0 | 500.0 |" in md
-    assert "| base |" not in md
+    assert "| 8 | head (V1) | 15 | 14 | 1.07× | 480.0 | 500.0 |" in md
+    assert "| base" not in md
+
+
+def test_each_table_says_which_model_runner_it_is_from():
+    """Builds that ran different runners (an error verdict) are named apart in every table."""
+    head = f.sweep_results("head", f.REGRESSED, fp=f.fingerprint(runner="v2"))
+    base = f.sweep_results("base", f.HEALTHY)
+    md = render(head=head, base=base, verdict=f.verdict(Outcome.ERROR))
+    assert "| 8 | base (V1) | 15 | 14 |" in md and "| 8 | head (V2) | 30 | 14 |" in md
+    assert ("Tables from: base: V1 model runner (server log); head: V2 model runner "
+            "(server log)") in md
+    assert "| Model runner | V1 model runner (server log) | V2 model runner (server log) |" in md
+    unread = f.sweep_results("head", f.HEALTHY, fp=f.fingerprint(runner=None))
+    alone = render_report(ReportInput(verdict=f.verdict(Outcome.PASS, mode="absolute"),
+                                      head=unread))
+    assert "| 8 | head | 15 |" in alone
+    assert "Tables from the model runner not read (vLLM chose at start-up)" in alone
 
 
 def test_hunk_cannot_escape_its_block_or_ping():

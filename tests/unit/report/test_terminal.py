@@ -40,7 +40,7 @@ def test_a_ratio_that_could_not_be_computed_is_a_dash():
     results = f.sweep_results()
     results.ratios = [LevelRatio(concurrency=8, repeat=0, tpot_p50_ratio=None,
                                  output_throughput_ratio=0.96)]
-    assert rows(ratios_table(results)) == [["8", "1", "-", "0.96"]]
+    assert rows(ratios_table(results)) == [["8", "1", "-", "0.96", "-", "-"]]  # no TTFT either
 
 
 def test_timings_line_puts_the_total_first_and_drops_the_unit_suffix():

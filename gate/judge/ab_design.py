@@ -1,0 +1,142 @@
+"""The sequential design of one A/B on this runner, fixed before its first round: which checks,
+how many blocks at most, what that costs, sized by the runner's calibration and checked
+against the plan's budget (docs/compare.md, "Sized by the noise").
+
+No calibration, or a design the budget cannot hold, is a `CannotDecide` raised before anything
+is measured, naming the fix and its cost: the A/B never spends its budget to say inconclusive
+for want of a noise estimate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gate.core.errors import CannotDecide
+from gate.judge import sequential as seq
+from gate.judge.checks import planned_slots
+from gate.judge.noise import ENOUGH_BLOCK_DF, CalibrationDesign, Noise
+from gate.judge.sequential import ucb_factor
+from gate.judge.sizing import AA_DECIDED_GOAL, MAX_BLOCKS, Sizing, size
+from gate.plan.spec import Plan
+from gate.plan.thresholds import Thresholds
+
+
+class Uncalibrated(CannotDecide):
+    """No calibration of this runner gives the spread a check needs, or too few blocks of it
+    do: calibrate (`more_blocks` more, when known) first."""
+
+    def __init__(self, message: str, more_blocks: int | None = None):
+        super().__init__(message)
+        self.more_blocks = more_blocks
+
+
+# Blocks a calibration measures unless told otherwise: block means with ENOUGH_BLOCK_DF df.
+CALIBRATION_BLOCKS = ENOUGH_BLOCK_DF + 1
+
+
+@dataclass(frozen=True)
+class ABDesign:
+    """The test an A/B runs, and what the calibration says it achieves."""
+
+    design: seq.Design
+    sizing: Sizing
+    calibrated: CalibrationDesign
+    checks: tuple[str, ...]
+    note: str = ""  # what the budget leaves out of the design, if anything
+
+    def describe(self) -> str:
+        return f"{len(self.checks)} checks; {self.sizing.describe()}"
+
+
+def calibrated_design(plan: Plan) -> CalibrationDesign:
+    return CalibrationDesign(servers=plan.ab.servers, rounds_per_block=plan.ab.rounds_per_block)
+
+
+def calibration_command(plan: Plan, blocks: int = CALIBRATION_BLOCKS) -> str:
+    return f"gate calibrate --plan {plan.name} --blocks {blocks}"
+
+
+def design_ab(plan: Plan, thresholds: Thresholds, noise: Noise) -> ABDesign:
+    """The design the calibration sizes for `plan`, or CannotDecide naming the fix."""
+    calibrated = calibrated_design(plan)
+    slots = planned_slots(plan, thresholds)
+    specs, spreads, missing = [], [], []
+    for slot in slots:
+        threshold = slot.threshold(thresholds)
+        prior = noise.prior(slot.name, calibrated)
+        spread = noise.pooled(slot.name, calibrated).spread_ucb()
+        if prior is None or spread is None or threshold is None:
+            missing.append(slot.name)
+            continue
+        specs.append(seq.CheckSpec(slot.name, threshold, slot.metric.direction, prior))
+        spreads.append(spread)
+    if missing or not specs:
+        raise Uncalibrated(_uncalibrated(plan, noise, missing or ["every check"]))
+    cost = noise.cost(calibrated)
+    if cost is None:
+        raise Uncalibrated(_uncalibrated(plan, noise, ["the cost of a block"]))
+    sizing = size(specs, spreads, plan.ab.rounds_per_block, cost)
+    if not sizing.reachable:
+        block_df = min(s.prior.block_df for s in specs if s.prior is not None)
+        if block_df < ENOUGH_BLOCK_DF:
+            more = int(ENOUGH_BLOCK_DF - block_df)
+            raise Uncalibrated(_too_noisy(plan, sizing, block_df), more_blocks=more)
+        raise CannotDecide(_too_noisy(plan, sizing, block_df))
+    _check_fits(plan, sizing, noise)
+    return ABDesign(sizing.design, sizing, calibrated, tuple(s.name for s in specs),
+                    budget_note(plan, sizing))
+
+
+def _uncalibrated(plan: Plan, noise: Noise, missing: list[str]) -> str:
+    return (
+        f"no calibration of this runner for plan {plan.name!r} gives the spread between server "
+        f"pairs of {', '.join(missing)} ({noise.description}). Without it an A/B would run out "
+        f"its budget and end inconclusive. Calibrate first: `{calibration_command(plan)}` "
+        f"(A/A blocks of {plan.ab.rounds_per_block} rounds, two server starts each), or "
+        "`gate ab --calibrate` to do it now and keep it in the cache folder for the next run")
+
+
+def _check_fits(plan: Plan, sizing: Sizing, noise: Noise) -> None:
+    """Refuse a design the runner cannot meet. A budget shorter than the design is taken when
+    healthy A/Bs still decide within it (AA_DECIDED_GOAL); a change near the threshold may then
+    need `gate ab --resume` to reach the design's end."""
+    need = sizing.design
+    if need.max_rounds > plan.ab.max_rounds:
+        raise CannotDecide(
+            f"this runner needs up to {need.max_rounds} rounds to decide plan {plan.name!r} "
+            f"({sizing.describe()}); the plan allows {plan.ab.max_rounds}: raise --max-rounds "
+            f"to {need.max_rounds}")
+    budget = plan.ab.budget_minutes
+    decide_blocks = sizing.blocks_to_decide() or need.max_blocks
+    if budget is not None and decide_blocks * sizing.block_s > budget * 60:
+        minutes = decide_blocks * sizing.block_s / 60
+        raise CannotDecide(
+            f"a budget of {budget:g} runner minutes cannot reach a decision on this runner: "
+            f"healthy A/Bs of plan {plan.name!r} need {decide_blocks} block(s), "
+            f"{minutes:.0f} min, to decide {AA_DECIDED_GOAL:.0%} of the time, and the design "
+            f"{sizing.minutes_max:.0f} min at most ({sizing.describe()}; {noise.description}): "
+            f"raise --budget-minutes to {max(minutes, 1):.0f} (or {sizing.minutes_max:.0f} to "
+            "hold the whole design)")
+
+
+def _too_noisy(plan: Plan, sizing: Sizing, block_df: float) -> str:
+    text = (f"this runner's calibration cannot decide plan {plan.name!r}'s thresholds within "
+            f"{MAX_BLOCKS} blocks ({sizing.describe()}). ")
+    if block_df < ENOUGH_BLOCK_DF:
+        more = int(ENOUGH_BLOCK_DF - block_df)
+        return text + (
+            f"Its spread rests on {int(block_df) + 1} server pairs and is taken at its upper "
+            f"confidence bound (x{ucb_factor(block_df):.2f}): calibrate {more} more blocks "
+            f"(`{calibration_command(plan, more)}`; runs pool)")
+    return text + ("Lengthen the cells (sweep.window_s: a round's noise shrinks, the spread "
+                   "between server pairs does not) or loosen the thresholds")
+
+
+def budget_note(plan: Plan, sizing: Sizing) -> str:
+    """What a budget shorter than the design leaves out, for the verdict's notes."""
+    budget = plan.ab.budget_minutes
+    if budget is None or sizing.minutes_max <= budget:
+        return ""
+    return (f"the budget ({budget:g} min) holds fewer blocks than the design "
+            f"({sizing.minutes_max:.0f} min): a change near its threshold may end inconclusive "
+            "here; gate ab --resume continues the same test")

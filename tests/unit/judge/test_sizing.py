@@ -1,0 +1,146 @@
+"""gate/judge/sizing.py and ab_design.py: what a runner needs to decide a plan (blocks, minutes,
+error rates at both ends), and gate ab's refusal to start when it cannot decide."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from support.calibrations import calibration_run, noise_for_results
+from support.factories import cell, make_results
+
+from gate.core.errors import EXIT_UNDECIDABLE, CannotDecide
+from gate.judge import sequential as seq
+from gate.judge.ab_design import Uncalibrated, design_ab
+from gate.judge.checks import judged, planned_slots, ratio_slots, slots
+from gate.judge.noise import Noise
+from gate.judge.sizing import FALSE_FAIL_GOAL, MISS_GOAL, Cost, Layout, Spread, draw, size
+from gate.plan.spec import load_plan
+
+CPU_SMOKE = load_plan("cpu-smoke")
+
+
+def specs_and_spreads(between: float, within: float, k: int = 3, size_: int = 2):
+    spread = Spread(between, within)
+    prior = seq.Prior(block_sd=spread.block_sd(size_), block_df=9, within_sd=within,
+                      within_df=9, round_sd=math.hypot(between, within), round_df=9)
+    specs = [seq.CheckSpec(f"c{i}", 10.0, seq.LOWER, prior) for i in range(k)]
+    return specs, [spread] * k
+
+
+def test_a_block_costs_a_pair_of_server_starts_and_its_rounds():
+    assert Cost(70.0, 65.0).block_s(2) == 200.0
+    assert Cost(70.0, 65.0, per_round_servers=True).block_s(2) == 270.0
+
+
+def test_persistent_blocks_share_an_offset_per_round_blocks_do_not():
+    rng = np.random.default_rng(0)
+    shared = draw(rng, Spread(0.1, 0.0), 0.0, 2000, Layout(3, 2))
+    assert np.allclose(shared[:, 0], shared[:, 1])
+    own = draw(rng, Spread(0.1, 0.0), 0.0, 2000, Layout(3, 2, pairs_per_block=2))
+    assert not np.allclose(own[:, 0], own[:, 1])
+    assert np.std(own.mean(axis=1)) == pytest.approx(0.1 / math.sqrt(6), rel=0.1)
+
+
+def test_a_sized_design_meets_the_goals_and_more_noise_needs_more_blocks():
+    cost = Cost(70.0, 65.0)
+    calm = size(*specs_and_spreads(0.01, 0.03), 2, cost, paths=1500)
+    noisy = size(*specs_and_spreads(0.03, 0.05), 2, cost, paths=1500)
+    for s in (calm, noisy):
+        assert s.reachable and s.false_fail <= FALSE_FAIL_GOAL and s.miss <= MISS_GOAL
+    assert noisy.design.max_blocks > calm.design.max_blocks
+    assert noisy.minutes_max == pytest.approx(noisy.design.max_blocks * 200.0 / 60)
+    assert calm.aa_rounds_median <= calm.design.max_rounds
+    assert size(*specs_and_spreads(0.01, 0.03), 2, cost, paths=1500) == calm  # seeded
+
+
+def test_noise_far_beyond_the_thresholds_is_unreachable():
+    s = size(*specs_and_spreads(0.25, 0.3), 2, Cost(70.0, 65.0), paths=500, max_blocks=6)
+    assert not s.reachable and s.design.max_blocks == 6
+
+
+# ---------------------------------------------------------------- gate ab's design
+
+
+def cpu_smoke_results(levels=(4, 8)):
+    cells = [cell("drain", "guided", 8)]
+    for level in levels:
+        cells += [cell("sweep", "guided", level), cell("sweep", "free", level)]
+    return make_results(cells, plan=CPU_SMOKE, gpu=None)
+
+
+def test_the_planned_checks_are_the_ones_the_results_will_give():
+    res = cpu_smoke_results()
+    found = judged(slots(res), CPU_SMOKE.thresholds) + \
+        judged(ratio_slots(res, CPU_SMOKE.thresholds), CPU_SMOKE.thresholds)
+    planned = planned_slots(CPU_SMOKE, CPU_SMOKE.thresholds)
+    assert [s.name for s in planned] == [s.name for s in found]
+    assert "drain.output_tok_s" not in [s.name for s in planned]  # one check per measurement
+
+
+def test_no_calibration_stops_before_measuring_and_names_the_fix():
+    with pytest.raises(Uncalibrated) as err:
+        design_ab(CPU_SMOKE, CPU_SMOKE.thresholds, Noise(description="no calibration found"))
+    assert err.value.exit_code == EXIT_UNDECIDABLE
+    text = str(err.value)
+    assert "gate calibrate --plan cpu-smoke --blocks 10" in text and "gate ab --calibrate" in text
+    assert "no calibration found" in text and "drain.req_per_min" in text
+
+
+# every check cpu-smoke judges: its drain, TPOT p50 per level, TTFT and the overheads
+NAMES = tuple(s.name for s in planned_slots(CPU_SMOKE, CPU_SMOKE.thresholds))
+
+
+def test_a_calibrated_runner_gets_a_design_within_the_plans_budget():
+    noise = noise_for_results(cpu_smoke_results(), names=NAMES, between=0.01, within=0.03)
+    design = design_ab(CPU_SMOKE, CPU_SMOKE.thresholds, noise)
+    assert design.checks == NAMES
+    assert design.design.rounds_per_block == 2 and design.sizing.reachable
+    assert design.design.max_rounds <= CPU_SMOKE.ab.max_rounds
+    assert design.sizing.block_s == 60.0 + 2 * 90.0  # the calibration's measured cost
+    assert "block(s) of 2 rounds" in design.describe()
+
+
+def test_a_budget_too_small_is_said_before_spending_it_with_the_budget_that_would_do():
+    noise = noise_for_results(cpu_smoke_results(), names=NAMES, between=0.02, within=0.04)
+    design = design_ab(CPU_SMOKE, CPU_SMOKE.thresholds, noise)
+    blocks = design.sizing.blocks_to_decide()
+    assert blocks is not None and blocks <= design.design.max_blocks
+    decide_min = blocks * design.sizing.block_s / 60
+    tight = CPU_SMOKE.model_copy(update={"ab": CPU_SMOKE.ab.model_copy(
+        update={"budget_minutes": decide_min * 0.9})})
+    with pytest.raises(CannotDecide) as err:
+        design_ab(tight, tight.thresholds, noise)
+    assert not isinstance(err.value, Uncalibrated)
+    assert "cannot reach a decision" in str(err.value)
+    assert f"raise --budget-minutes to {decide_min:.0f}" in str(err.value)
+    # a budget that lets healthy A/Bs decide, short of the whole design: taken, with a note
+    short = CPU_SMOKE.model_copy(update={"ab": CPU_SMOKE.ab.model_copy(
+        update={"budget_minutes": decide_min + 0.1})})
+    taken = design_ab(short, short.thresholds, noise)
+    assert taken.design == design.design
+    assert ("gate ab --resume" in taken.note) == (design.sizing.minutes_max > decide_min + 0.1)
+    few = CPU_SMOKE.model_copy(update={"ab": CPU_SMOKE.ab.model_copy(update={"max_rounds": 2})})
+    with pytest.raises(CannotDecide, match="raise --max-rounds"):
+        design_ab(few, few.thresholds, noise)
+
+
+def test_a_runner_too_noisy_for_the_thresholds_is_told_what_helps():
+    noise = noise_for_results(cpu_smoke_results(), names=NAMES, between=0.3, within=0.3)
+    with pytest.raises(CannotDecide, match="Lengthen the cells"):
+        design_ab(CPU_SMOKE, CPU_SMOKE.thresholds, noise)
+    few = noise_for_results(cpu_smoke_results(), names=NAMES, between=0.04, within=0.05,
+                            blocks=3)
+    with pytest.raises(Uncalibrated, match=r"rests on 3 server pairs .* calibrate 7 more blocks"
+                       ) as err:
+        design_ab(CPU_SMOKE, CPU_SMOKE.thresholds, few)
+    assert err.value.more_blocks == 7  # gate ab --calibrate tops it up by as many
+
+
+def test_a_calibration_of_another_block_size_does_not_count():
+    run = calibration_run(names=NAMES, rounds_per_block=4)
+    noise = noise_for_results(cpu_smoke_results(), names=NAMES)
+    other = Noise((noise.calibrations[0].model_copy(update={"runs": [run]}),), "b4")
+    with pytest.raises(Uncalibrated):
+        design_ab(CPU_SMOKE, CPU_SMOKE.thresholds, other)
