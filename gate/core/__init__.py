@@ -2,38 +2,13 @@
 writes, strict YAML/JSON loading), settings read once from the environment, progress lines,
 git, and plain-text helpers. Imports nothing else of the gate."""
 
-from __future__ import annotations
+from gate.core.exports import lazy_exports
 
-import importlib
-from typing import Any
-
-# Public names and the module of the stage that defines each: imported on first use,
-# so that importing one module of the stage does not import all of them.
-_EXPORTS = {
-    "EXIT_BAD_INPUT": "errors",
-    "EXIT_ERROR": "errors",
-    "EXIT_FAIL": "errors",
-    "EXIT_INCONCLUSIVE": "errors",
-    "EXIT_INTERRUPTED": "errors",
-    "EXIT_PASS": "errors",
-    "EXIT_TERMINATED": "errors",
-    "GateError": "errors",
-    "MeasurementError": "errors",
-    "load_json_model": "files",
-    "load_yaml_mapping": "files",
-    "load_yaml_model": "files",
-    "write_atomic": "files",
-    "merge_base": "git",
-    "resolve_ref": "git",
-    "run_git": "git",
-    "Progress": "progress",
-    "Settings": "settings",
-    "one_line": "text",
-}
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __all__ = lazy_exports(__name__, {
+    "errors": ["EXIT_BAD_INPUT", "EXIT_ERROR", "EXIT_FAIL", "EXIT_INCONCLUSIVE", "EXIT_INTERRUPTED", "EXIT_PASS", "EXIT_TERMINATED", "GateError", "MeasurementError"],
+    "files": ["load_json_model", "load_yaml_mapping", "load_yaml_model", "write_atomic"],
+    "git": ["merge_base", "resolve_ref", "run_git"],
+    "progress": ["Progress"],
+    "settings": ["Settings"],
+    "text": ["one_line"],
+})

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -17,13 +18,14 @@ from gate.core.errors import GateError
 from gate.core.files import load_json_model, write_atomic
 from gate.core.progress import Progress
 from gate.evidence.hunks import HunkSet
-from gate.flows import ab, run
-from gate.flows.diff_artifacts import load_written
 from gate.github.comment_file import CommentRun
 from gate.judge.verdict import Outcome, Verdict, load_verdict, worst
 from gate.measure.results import Results, load_results
 from gate.plan.spec import BACKENDS, Plan
 from gate.profile.diff_file import PROFILE_DIFF_FILE
+
+if TYPE_CHECKING:  # the poster imports this module's index and reports: no numpy, no client
+    from gate.flows import ab, run
 
 INDEX_FILE = "backends.json"
 INDEX_SCHEMA_VERSION = 1
@@ -87,6 +89,7 @@ def load_index(folder: Path) -> BackendsIndex:
 def run_backends(plan: Plan, names: list[str], opts: run.RunOptions, progress: Progress
                  ) -> list[tuple[str, Results, Path]]:
     """Measure each backend with its own server: (backend, results, results.json path)."""
+    from gate.flows import run  # noqa: F811  measuring needs the client; listing does not
     measured = []
     for name in names:
         progress(f"backend {name}: measuring")
@@ -118,6 +121,7 @@ def entry(name: str, verdict: Verdict) -> BackendEntry:
 def backend_runs(folder: Path, hunks: HunkSet | None = None) -> list[CommentRun]:
     """One labelled run per backend of an A/B's OUT folder (verdict, results, profile diff),
     as the report and the PR comment show them: a table per backend."""
+    from gate.flows.diff_artifacts import load_written  # numpy: not for the poster's lock
     index = load_index(folder)
     if index.command != "ab":
         raise GateError(f"{folder / INDEX_FILE} lists `gate {index.command}` runs; the report "

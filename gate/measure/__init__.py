@@ -2,23 +2,9 @@
 client, the cells measured on one build, the per-stream integrity checks, the metrics
 (vllm bench serve's definitions) and results.json."""
 
-from __future__ import annotations
+from gate.core.exports import lazy_exports
 
-import importlib
-from typing import Any
-
-# Public names and the module of the stage that defines each: imported on first use,
-# so that importing one module of the stage does not import all of them.
-_EXPORTS = {
-    "Launch": "measured_build",
-    "MeasuredBuild": "measured_build",
-    "open_measured_build": "measured_build",
-    "(": "results",
-}
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __all__ = lazy_exports(__name__, {
+    "measured_build": ["Launch", "MeasuredBuild", "open_measured_build"],
+    "results": ["("],
+})

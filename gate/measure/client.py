@@ -201,9 +201,14 @@ def tokens_between(responses: Iterable[Response], start: float, end: float) -> f
 class _WindowState:
     """Which requests belong to the window, and when the cell is done."""
 
-    def __init__(self, window: SteadyWindow):
+    def __init__(self, window: SteadyWindow, concurrency: int):
         self.window = window
-        self.start: float | None = None  # opens at the first completed request: all slots busy
+        self.concurrency = concurrency
+        # The window opens at the first request to complete once every slot has sent: with
+        # staggered starts a fast first request can finish before the last slot sends, and a
+        # window opened then would measure a loop that is not yet at its concurrency.
+        self.slots_started = 0
+        self.start: float | None = None
         self.end: float | None = None  # closes once seconds and min_requests are both met
         self.measured: list[Response] = []
         self.failed: list[Response] = []  # any failed request ends the cell (it is an error)
@@ -241,7 +246,7 @@ class _WindowState:
             if kind != "measured":
                 self.failed.append(resp)
             self.done.set()
-        elif self.start is None:
+        elif self.start is None and self.slots_started >= self.concurrency:
             self.start = resp.end
         if self.end is not None and self.in_flight_measured == 0:
             self.done.set()
@@ -252,6 +257,7 @@ async def _window_worker(session: aiohttp.ClientSession, url: str,
                          on_done: Callable[[Response], None] | None,
                          abort: Callable[[], str | None] | None) -> None:
     """One slot of the closed loop: send, wait, send again, until the window's cell is done."""
+    first = True
     while not state.done.is_set():
         req = make_request()
         if reason := (abort() if abort else None):
@@ -265,6 +271,9 @@ async def _window_worker(session: aiohttp.ClientSession, url: str,
             state.done.set()
             return
         state.sent(kind)
+        if first:
+            state.slots_started += 1
+            first = False
         resp = Response(index=req.index, send=time.perf_counter())
         state.every.append(resp)
         await send_one(session, url, req, resp)
@@ -292,7 +301,7 @@ async def run_window(
     its token flow: the output tokens every stream delivered inside it (tokens_between). A
     failed request ends the cell: it is returned with the measured ones."""
     url = base_url.rstrip("/") + "/v1/chat/completions"
-    state = _WindowState(window)
+    state = _WindowState(window, concurrency)
 
     async def worker(session: aiohttp.ClientSession, slot: int) -> None:
         if window.stagger_s > 0:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -403,40 +404,40 @@ def pin_runner(plan: Plan, runner: str | None) -> Plan:
     return parse_plan(data, f"(model runner {runner})")
 
 
-def apply_overrides(
-    plan: Plan,
-    *,
-    repeats: int | None = None,
-    drain_requests: int | None = None,
-    drain_concurrency: int | None = None,
-    levels: list[int] | None = None,
-    window_s: float | None = None,
-    max_tokens: int | None = None,
-    no_drain: bool = False,
-    no_sweep: bool = False,
-    ab: dict[str, Any] | None = None,
-    backends: list[str] | None = None,
-) -> Plan:
-    """Plan overrides a CI job needs without editing YAML; re-validated as a whole."""
+@dataclass(frozen=True)
+class Overrides:
+    """Plan settings a CI job changes without editing YAML (None: the plan's own)."""
+
+    repeats: int | None = None
+    drain_requests: int | None = None
+    drain_concurrency: int | None = None
+    levels: list[int] | None = None
+    window_s: float | None = None
+    max_tokens: int | None = None
+    no_drain: bool = False
+    no_sweep: bool = False
+    ab: dict[str, Any] = field(default_factory=dict)
+    backends: list[str] | None = None
+
+
+def apply_overrides(plan: Plan, overrides: Overrides | None = None, **changes: Any) -> Plan:
+    """`plan` with `overrides` (or the same fields as keywords), re-validated as a whole: a
+    bad value is a GateError naming the key."""
+    o = overrides or Overrides(**changes)
     data = plan.model_dump(mode="python")
-    if repeats is not None:
-        data["repeats"] = repeats
-    if drain_requests is not None:
-        data["drain"]["requests"] = drain_requests
-    if drain_concurrency is not None:
-        data["drain"]["concurrency"] = drain_concurrency
-    if levels is not None:
-        data["sweep"]["levels"] = levels
-    if window_s is not None:
-        data["sweep"]["window_s"] = window_s
-        data["sweep"]["max_window_s"] = max(data["sweep"]["max_window_s"], window_s)
-    if max_tokens is not None:
-        data["workload"]["max_tokens"] = max_tokens
-    if no_drain:
-        data["drain"]["enabled"] = False
-    if no_sweep:
-        data["sweep"]["enabled"] = False
-    data["ab"].update(ab or {})
-    if backends is not None:
-        data["backends"] = backends
+    for value, keys in ((o.repeats, ("repeats",)), (o.drain_requests, ("drain", "requests")),
+                        (o.drain_concurrency, ("drain", "concurrency")),
+                        (o.levels, ("sweep", "levels")), (o.max_tokens, ("workload", "max_tokens")),
+                        (o.backends, ("backends",))):
+        if value is not None:
+            node = data
+            for key in keys[:-1]:
+                node = node[key]
+            node[keys[-1]] = value
+    if o.window_s is not None:
+        data["sweep"]["window_s"] = o.window_s
+        data["sweep"]["max_window_s"] = max(data["sweep"]["max_window_s"], o.window_s)
+    data["drain"]["enabled"] = data["drain"]["enabled"] and not o.no_drain
+    data["sweep"]["enabled"] = data["sweep"]["enabled"] and not o.no_sweep
+    data["ab"].update(o.ab)
     return parse_plan(data, "(after command-line overrides)")

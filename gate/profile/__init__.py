@@ -2,25 +2,11 @@
 load runs, the profile per 1k output tokens, the diff of two builds' profiles and its
 differential flame graph."""
 
-from __future__ import annotations
+from gate.core.exports import lazy_exports
 
-import importlib
-from typing import Any
-
-# Public names and the module of the stage that defines each: imported on first use,
-# so that importing one module of the stage does not import all of them.
-_EXPORTS = {
-    "BuildProfile": "data",
-    "load_build_profile": "data",
-    "DiffSettings": "diff_file",
-    "ProfileDiff": "diff_file",
-    "SamplingOptions": "sampling",
-    "profile_server": "traffic",
-}
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __all__ = lazy_exports(__name__, {
+    "data": ["BuildProfile", "load_build_profile"],
+    "diff_file": ["DiffSettings", "ProfileDiff"],
+    "sampling": ["SamplingOptions"],
+    "traffic": ["profile_server"],
+})

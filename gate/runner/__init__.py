@@ -4,24 +4,9 @@ model_runner.py), the environment fingerprint, installing a vLLM build (and its 
 wheels, wheels.py; one commit's build as an overlay over an installed one), and the tiny
 random-weight model the CPU path serves."""
 
-from __future__ import annotations
+from gate.core.exports import lazy_exports
 
-import importlib
-from typing import Any
-
-# Public names and the module of the stage that defines each: imported on first use,
-# so that importing one module of the stage does not import all of them.
-_EXPORTS = {
-    "DoctorReport": "doctor",
-    "Finding": "doctor",
-    "Severity": "doctor",
-    "Fingerprint": "fingerprint",
-    "warnings_for": "fingerprint",
-}
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __all__ = lazy_exports(__name__, {
+    "doctor": ["DoctorReport", "Finding", "Severity"],
+    "fingerprint": ["Fingerprint", "warnings_for"],
+})

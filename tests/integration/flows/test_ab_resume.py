@@ -22,6 +22,7 @@ from support.vllm_helpers import server_processes, small_plan
 
 from gate.core.errors import EXIT_BAD_INPUT, EXIT_UNDECIDABLE
 from gate.flows.ab_state import STATE_FILE, ABState, BuildIdentity, FixedDesign, load_state
+from gate.judge.checks import planned_slots
 from gate.judge.compare import ABReference, compare_results
 from gate.judge.noise import Noise, runner_key
 from gate.judge.verdict import load_verdict
@@ -134,12 +135,13 @@ def test_a_stored_calibration_sizes_the_test_and_a_small_budget_is_refused(tmp_p
     plan, marker = small_plan(tmp_path, **{"sweep.levels": [4, 8]})
     probe = recorded(this_machine, "head", [15.0]).model_copy(
         update={"plan": load_plan(str(plan)), "plan_hash": load_plan(str(plan)).measurement_hash()})
-    # small_plan's dump leaves the null tail thresholds out: their defaults judge them
-    every = NAMES + tuple(f"sweep.c{c}.{m}" for c in (4, 8) for m in ("tpot_p99_ms", "itl_p99_ms"))
+    # every check the plan judges (small_plan's dump leaves null thresholds out: their defaults
+    # judge the tails)
+    every = tuple(s.name for s in planned_slots(load_plan(str(plan)), load_plan(str(plan)).thresholds))
     store_for(tmp_path / "cache" / "noise", probe, names=every, between=0.01, within=0.03)
     code, _, err = gate("ab", "--plan", str(plan), "--out", str(tmp_path / "ab"),
                         "--budget-minutes", "1", "--noise-dir", str(tmp_path / "none"),
-                        cache=tmp_path / "cache")
+                        "--no-screening", cache=tmp_path / "cache")
     assert code == EXIT_UNDECIDABLE, err
     assert "a budget of 1 runner minutes cannot reach a decision" in err, err
     assert "raise --budget-minutes to" in err

@@ -187,3 +187,24 @@ def test_staggered_slots_start_spread_over_the_given_time(serve):
     asyncio.run(run_window(url, make, 4, SteadyWindow(0.3, 4, 5, stagger_s=0.4), 10))
     first_four = sends[:4]
     assert 0.25 <= first_four[-1] - first_four[0] <= 0.9  # slot 3 starts 3/4 of 0.4 s later
+
+
+def test_the_window_opens_only_once_every_slot_has_sent(serve):
+    # A request (2 tokens x 0.05 s) is far shorter than the stagger (1 s): slot 0 completes
+    # several times before slot 3 first sends. Every slot's first send is warm-in, and every
+    # measured request was sent after the last slot joined the loop.
+    fake = FakeVllm(tokens=2, delay=0.05)
+    url = serve(fake)
+    counter = iter(range(10_000))
+    sends: dict[int, float] = {}
+
+    def make():
+        index = next(counter)
+        sends[index] = time.perf_counter()
+        return Request(index=index, body={"stream": True, "messages": []}, schema=None)
+
+    result = asyncio.run(run_window(url, make, 4, SteadyWindow(0.3, 4, 5, stagger_s=1.0), 10))
+    assert result.warm_in >= 4
+    last_slot_joined = sorted(sends.values())[:result.warm_in][-1]
+    assert result.start >= last_slot_joined
+    assert all(r.send >= result.start for r in result.measured)

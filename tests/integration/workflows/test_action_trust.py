@@ -85,7 +85,8 @@ def measuring_run(tmp_path: Path, fake: FakeGitHub, workspace: Path, **inputs: s
     env.update({"PATH": f"{shims}{os.pathsep}{env['PATH']}", "CALLS": str(tmp_path / "calls"),
                 "LOOT": str(tmp_path / "loot"), "STORED": str(tmp_path / "stored")})
     given = {"mode": "ab", "install-mode": "preinstalled", "python": sys.executable,
-             "base-python": sys.executable, "install-gate": "false", **inputs}
+             "base-python": sys.executable, "install-gate": "false",
+             "noise-dir": str(tmp_path / "stored" / "noise"), **inputs}
     return Runner(workspace, given, env).run()
 
 
