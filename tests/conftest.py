@@ -42,7 +42,7 @@ def shared_server(tiny_model_dir, tmp_path_factory):
     plan = load_plan("cpu-smoke")
     marker = f"gate-shared-{uuid.uuid4().hex[:8]}"
     spec = plan.server.model_copy(update={
-        "launch": "command", "served_model_name": marker,
+        "launch": "command", "served_model_name": marker, "enforce_eager": True,
         "command": ["taskset", "-c", "0", sys.executable, "-m",
                     "vllm.entrypoints.openai.api_server"],
         "env": {**plan.server.env, "OMP_NUM_THREADS": "4"},

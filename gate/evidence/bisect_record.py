@@ -57,6 +57,7 @@ class Measured(Strict):
 class StepRecord(Measured):
     number: int
     commit: str
+    subject: str = Field("", description="the commit's subject, for the report's table")
     role: Literal["endpoints", "step"] = Field(
         "step", description="endpoints: the bad commit confirmed against the good build")
     verdict: StepVerdict

@@ -145,7 +145,7 @@ class _Steps:
         folder = fresh_folder(self.out / "steps" / f"{number:02d}-{commit[:12]}")
         record = self._measure(commit, folder)
         return StepRecord(**{**record, "seconds": round(time.monotonic() - started, 1)},
-                          number=number, commit=commit, role=role)
+                          number=number, commit=commit, subject=subject, role=role)
 
     def _measure(self, commit: str, folder: Path) -> dict:
         try:

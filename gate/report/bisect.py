@@ -78,7 +78,7 @@ def _render_bisect(result: BisectResult, shown: int) -> str:
     subjects = {c.sha: c.subject for c in [result.good, result.bad, *result.candidates,
                                            *result.skipped]}
     steps = [{**row(s), "number": Markup(str(s.number)), "sha": Markup(s.commit[:12]),
-              "subject": subjects.get(s.commit) or _subject(result, s.commit),
+              "subject": s.subject or subjects.get(s.commit) or _subject(result, s.commit),
               "verdict": s.verdict.value, "role": s.role} for s in result.steps]
     hunks = result.hunks.hunks if result.hunks else []
     return environment().get_template(TEMPLATE).render(

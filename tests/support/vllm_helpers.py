@@ -23,6 +23,9 @@ def small_plan(tmp_path: Path, **changes) -> tuple[Path, str]:
     data = load_plan("cpu-smoke").model_dump(mode="json", exclude_none=True)
     name = f"gate-test-{uuid.uuid4().hex[:8]}"
     data["server"]["served_model_name"] = name
+    # Eager mode: torch.compile's warm-up is about 18 s of each server start on the slower
+    # runner class, and no test of a shrunk plan is about compiled kernels.
+    data["server"]["enforce_eager"] = True
     data["warmup"] = {"requests": 2, "concurrency": 2}
     data["drain"] = {"enabled": True, "requests": 32, "concurrency": 16}
     data["sweep"].update({"levels": [1, 4], "window_s": 2, "max_window_s": 10})

@@ -128,3 +128,15 @@ def test_the_report_fits_an_issue_comment_by_leaving_hunks_out():
     assert len(md) <= 20_000
     assert "more hunk(s) in hunks.json" in md and "vllm/f0.py" in md and "vllm/f9.py" not in md
     assert "Runner time:" in md and "| 3 |" in md  # the steps table is kept
+
+
+def test_a_good_step_shows_its_own_subject():
+    """A step that is neither an endpoint, skipped nor the culprit names its commit too: the
+    subject travels in its step record."""
+    result = found()
+    good_step = StepRecord(number=4, commit="d" * 40, subject="commit 3: fix the import",
+                           verdict=StepVerdict.GOOD, outcome=Outcome.PASS, rounds=2,
+                           attempts=1, seconds=100)
+    md = render_bisect(result.model_copy(update={"steps": [*result.steps, good_step]}))
+    row = next(line for line in md.splitlines() if line.startswith("| 4 |"))
+    assert "commit 3: fix the import" in row
