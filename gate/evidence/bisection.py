@@ -48,6 +48,8 @@ class Effect(BaseModel):
     ci_low_pct: float | None = None
     ci_high_pct: float | None = None
     threshold: float | None = None
+    interval_is_range: bool = Field(False, description="screened: the rounds' smallest and "
+                                    "largest change, not a confidence interval")
 
 
 def deciding_effect(verdict: Verdict) -> Effect | None:
@@ -60,7 +62,7 @@ def deciding_effect(verdict: Verdict) -> Effect | None:
     best: Check = min(checks, key=lambda c: (order[c.outcome], -abs(c.delta_pct or 0.0)))
     return Effect(check=best.name, label=best.label, delta_pct=best.delta_pct,
                   ci_low_pct=best.ci_low_pct, ci_high_pct=best.ci_high_pct,
-                  threshold=best.threshold)
+                  threshold=best.threshold, interval_is_range=best.interval_is_range)
 
 
 class Bounds(BaseModel):

@@ -33,7 +33,8 @@ def effect_text(effect: Effect | None) -> str:
         return "no relative check was judged"
     text = f"{effect.label} {effect.delta_pct:+.1f}%"
     if effect.ci_low_pct is not None and effect.ci_high_pct is not None:
-        text += f" ({effect.ci_low_pct:+.1f}% .. {effect.ci_high_pct:+.1f}%)"
+        kind = "range of its rounds " if effect.interval_is_range else ""
+        text += f" ({kind}{effect.ci_low_pct:+.1f}% .. {effect.ci_high_pct:+.1f}%)"
     return text
 
 

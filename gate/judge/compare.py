@@ -34,7 +34,7 @@ from gate.judge.run_validity import (
     shape_warnings,
     validity_checks,
 )
-from gate.judge.verdict import Check, Outcome, Verdict, worst
+from gate.judge.verdict import SCREENING_SOURCE, Check, Outcome, Verdict, worst
 from gate.measure.results import Results
 from gate.plan.thresholds import Thresholds
 from gate.runner.fingerprint import warnings_for
@@ -259,7 +259,7 @@ class ScreeningReference:
             slot, threshold, interval, Outcome.FAIL if gross else Outcome.INCONCLUSIVE,
             base=_geomean([bv for bv, _ in pairs]), head=_geomean([hv for _, hv in pairs]),
             head_n=len(pairs), base_n=len(pairs), decided_at_round=len(pairs) if gross else None,
-            interval_source=f"screening: the range of {len(pairs)} round(s) of one server "
+            interval_source=f"{SCREENING_SOURCE} the range of {len(pairs)} round(s) of one server "
             f"pair, no calibration; fails only at {math.expm1(screening_margin(threshold)):.0%} "
             "or worse in every round")
 
@@ -431,7 +431,8 @@ def _runner_notes(head: Results, base: Results | None) -> tuple[list[str], list[
 
 def _describe(c: Check) -> str:
     if c.kind == "relative":
-        return (f"{c.label} {c.delta_pct:+.1f}% (interval {c.ci_low_pct:+.1f}% to "
+        kind = "range of its rounds" if c.interval_is_range else "interval"
+        return (f"{c.label} {c.delta_pct:+.1f}% ({kind} {c.ci_low_pct:+.1f}% to "
                 f"{c.ci_high_pct:+.1f}%, threshold {c.threshold:g}%)")
     if c.kind == "absolute":
         return (f"{c.label} {c.head:.2f}x (interval {c.ci_low:.2f} to {c.ci_high:.2f}, "

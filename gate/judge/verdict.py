@@ -43,6 +43,10 @@ def worst(outcomes: list[Outcome]) -> Outcome:
     return Outcome.PASS
 
 
+# How a screened check's interval_source starts (judge.compare.ScreeningReference).
+SCREENING_SOURCE = "screening:"
+
+
 class Check(BaseModel):
     """One judged figure. Relative checks carry base/head and a delta interval in percent;
     absolute checks (guided/free ratio, validity) carry only `head` against `threshold`."""
@@ -72,6 +76,12 @@ class Check(BaseModel):
     )
     outcome: Outcome
     note: str = ""
+
+    @property
+    def interval_is_range(self) -> bool:
+        """A screened check (no calibration): its low and high ends are the smallest and largest
+        change of its rounds, not a confidence interval, and every display says so."""
+        return self.interval_source.startswith(SCREENING_SOURCE)
 
 
 class Verdict(BaseModel):

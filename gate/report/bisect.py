@@ -32,6 +32,7 @@ def effect_cells(effect: Effect | None) -> dict[str, Markup | str]:
     if effect is None:
         return {"check": "-", "delta": Markup("-"), "interval": Markup("-")}
     interval = Markup("-") if effect.ci_low_pct is None else Markup(
+        f"{'range ' if effect.interval_is_range else ''}"
         f"{percent(effect.ci_low_pct)} .. {percent(effect.ci_high_pct)}")
     return {"check": effect.label, "delta": percent(effect.delta_pct), "interval": interval}
 

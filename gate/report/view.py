@@ -72,7 +72,8 @@ def fmt_pct(x: float | None) -> Markup:
 
 def fmt_interval(c: Check) -> Markup:
     if c.ci_low_pct is not None and c.ci_high_pct is not None:
-        return Markup(f"[{c.ci_low_pct:+.1f}%, {c.ci_high_pct:+.1f}%]")
+        kind = "range " if c.interval_is_range else ""  # screened: the rounds' range
+        return Markup(f"{kind}[{c.ci_low_pct:+.1f}%, {c.ci_high_pct:+.1f}%]")
     if c.ci_low is not None and c.ci_high is not None:  # absolute checks: the ratio's interval
         return Markup(f"[{fmt_num(c.ci_low)}, {fmt_num(c.ci_high)}]")
     return DASH

@@ -47,3 +47,22 @@ def test_one_round_decides_nothing_and_nothing_ever_passes():
     same = screened([233.0, 232.0], [233.0, 233.0])
     assert same.outcome == Outcome.INCONCLUSIVE and check(same).outcome == Outcome.INCONCLUSIVE
     assert any("no calibration" in n for n in same.notes)
+
+
+def test_a_screened_range_is_never_shown_as_an_interval():
+    """Two rounds' smallest and largest change are not a confidence interval: the headline,
+    the terminal table, the comment and a bisect step all call them a range."""
+    from gate.evidence.bisection import deciding_effect
+    from gate.flows.bisect_result import effect_text
+    from gate.report.terminal import render_verdict
+    from gate.report.view import fmt_interval
+
+    v = screened([116.0, 121.0], [233.0, 230.0])
+    c = check(v)
+    assert c.interval_is_range
+    assert "range of its rounds" in v.headline and "(interval" not in v.headline
+    assert str(fmt_interval(c)).startswith("range [")
+    assert "range -" in render_verdict(v)
+    assert effect_text(deciding_effect(v)).count("range of its rounds") == 1
+    calibrated = c.model_copy(update={"interval_source": "2 round(s); prior: calibration"})
+    assert not calibrated.interval_is_range and str(fmt_interval(calibrated)).startswith("[")
