@@ -67,6 +67,11 @@ class ABRun:
     base_broken: list[str] = field(default_factory=list)
     screened: str = ""  # why nothing passes here (the runner's missing calibration)
     finished: bool = True  # its sequential test is over: more blocks cannot be added
+    screened_rounds: int = 0  # the screening block's rounds (a screen leaves no verdict)
+
+    @property
+    def rounds(self) -> int:
+        return (self.verdict.rounds or 0) if self.verdict else self.screened_rounds
 
     @property
     def outcome(self) -> Outcome | None:
@@ -99,7 +104,9 @@ def _call(start, out: Path) -> ABRun:
     try:
         result = start()
     except Uncalibrated as exc:  # one screening block, no gross slowdown: nothing passes
-        return ABRun(None, None, time.monotonic() - began, screened=str(exc))
+        state = out / STATE_FILE
+        return ABRun(None, None, time.monotonic() - began, screened=str(exc),
+                     screened_rounds=load_state(state).rounds_done if state.is_file() else 0)
     write_atomic(out / "verdict.json", result.verdict.model_dump_json(indent=1))
     state = out / STATE_FILE
     return ABRun(result.verdict, out / "profile-diff" if result.profile is not None else None,
@@ -139,7 +146,7 @@ def _measured(runs: list[tuple[Path, ABRun]], seconds: float) -> Measured:
     last_per_test = {path: run for path, run in runs}  # a resumed test counts its rounds once
     return Measured(
         outcome=last.outcome, effect=deciding_effect(last.verdict) if last.verdict else None,
-        rounds=sum(r.verdict.rounds or 0 for r in last_per_test.values() if r.verdict),
+        rounds=sum(r.rounds for r in last_per_test.values()),
         attempts=len(runs), seconds=round(seconds, 1), folder=str(out),
         profile_diff=str(last.profile_diff) if last.profile_diff else None,
         screened=bool(last.screened), reason=_reason(last))
