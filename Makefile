@@ -3,6 +3,10 @@ VENV ?= .venv
 GATE := $(VENV)/bin/gate
 PYTEST := $(VENV)/bin/pytest
 PYTEST_OPTS := --timeout=1200 --durations=15
+# The integration tests are independent (each its own folders, git repositories, ports and
+# fake GitHub) and mostly wait on subprocesses: one worker per core halves their time. The
+# end-to-end tests stay serial: each real vLLM server wants the whole machine.
+PARALLEL := -n auto
 
 .PHONY: demo test install unit integration e2e lint bench clean
 
@@ -12,7 +16,7 @@ demo: install  ## set up, then run the default cpu-smoke plan against a real vll
 test: install  ## set up, then lint and run the unit, integration and end-to-end tests
 	bash scripts/ci_lint.sh
 	$(PYTEST) -v $(PYTEST_OPTS) tests/unit
-	$(PYTEST) -v $(PYTEST_OPTS) tests/integration
+	$(PYTEST) -v $(PYTEST_OPTS) $(PARALLEL) tests/integration
 	$(PYTEST) -v $(PYTEST_OPTS) tests/e2e
 
 install:
@@ -22,7 +26,7 @@ unit: install  ## pure tests, no subprocess, socket or git (seconds)
 	$(PYTEST) -q $(PYTEST_OPTS) tests/unit
 
 integration: install  ## real git repositories, the local GitHub server, subprocesses, linters
-	$(PYTEST) -q $(PYTEST_OPTS) tests/integration
+	$(PYTEST) -q $(PYTEST_OPTS) $(PARALLEL) tests/integration
 
 e2e: install  ## against a real vllm serve on CPU (marked vllm)
 	$(PYTEST) -v $(PYTEST_OPTS) tests/e2e
