@@ -27,7 +27,6 @@ sys.path.insert(0, str(REPO / "tests"))  # the repository builder is shared with
 from support.vllm_bisect_repo import (  # noqa: E402
     PLAN_CHANGES,
     PROFILE_ARGS,
-    SLOW_COMMIT,
     build_repo,
 )
 from support.vllm_helpers import small_plan  # noqa: E402
@@ -62,7 +61,7 @@ def main() -> int:
           f"{wall / 60:.1f} min wall")
     print(text)
     result = json.loads((root / "bisect" / "bisect.json").read_text())
-    print(f"slow commit {repo.shas[SLOW_COMMIT][:12]}; named: "
+    print(f"slow commit {repo.slow_sha[:12]}; named: "
           f"{(result.get('first_bad') or {}).get('sha', '-')[:12]}")
     if hunks and (root / "bisect" / "hunks-bisect.md").is_file():
         print("\n" + (root / "bisect" / "hunks-bisect.md").read_text())

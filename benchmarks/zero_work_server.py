@@ -6,28 +6,23 @@ whole response in one write. Run it on its own core (taskset) so the client's co
 """
 
 import argparse
-import json
+import sys
+from pathlib import Path
 
 from aiohttp import web
 
-
-def chunk(i: int) -> bytes:
-    obj = {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": "zero",
-           "choices": [{"index": 0, "delta": {"content": f" t{i}"}, "finish_reason": None}]}
-    return b"data: " + json.dumps(obj).encode() + b"\n\n"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the stream writer
+from support.openai_stream import chunk, open_stream, stream_app, usage_tail  # noqa: E402
 
 
 def make_app(tokens: int, burst: bool) -> web.Application:
-    chunks = [chunk(i) for i in range(tokens)]
-    usage = {"id": "x", "object": "chat.completion.chunk", "choices": [],
-             "usage": {"prompt_tokens": 8, "completion_tokens": tokens, "total_tokens": tokens + 8}}
-    tail = b"data: " + json.dumps(usage).encode() + b"\n\ndata: [DONE]\n\n"
+    chunks = [chunk(f" t{i}", model="zero") for i in range(tokens)]
+    tail = usage_tail(tokens)
     whole = b"".join(chunks) + tail
 
     async def completions(request: web.Request) -> web.StreamResponse:
         await request.read()
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await resp.prepare(request)
+        resp = await open_stream(request)
         if burst:
             await resp.write(whole)
         else:
@@ -36,17 +31,7 @@ def make_app(tokens: int, burst: bool) -> web.Application:
             await resp.write(tail)
         return resp
 
-    async def models(request: web.Request) -> web.Response:
-        return web.json_response({"object": "list", "data": [{"id": "zero", "object": "model"}]})
-
-    async def health(request: web.Request) -> web.Response:
-        return web.Response(text="")
-
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", completions)
-    app.router.add_get("/v1/models", models)
-    app.router.add_get("/health", health)
-    return app
+    return stream_app(completions, "zero")
 
 
 if __name__ == "__main__":

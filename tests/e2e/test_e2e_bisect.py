@@ -1,17 +1,20 @@
 """`gate bisect` end to end on CPU with real vLLM servers, over a git repository of the
-installed vLLM's structured-output files (support.vllm_bisect_repo: eight commits, the fourth
-does not import, the sixth adds host work per engine step in five hunks).
+installed vLLM's structured-output files (support.vllm_bisect_repo.SHORT: three commits, the
+first adds host work per engine step in five hunks, the second does not import, the third
+fixes it).
 
 One bisect with `--hunks`, cancelled with SIGTERM once the endpoints are confirmed and run
-again to the end: it names the slow commit (three A/Bs: the endpoints, the slow commit, its
-parent; the commit that does not import costs an import check, no server), then
-delta-debugs that commit's five hunks against the good build. Cheap on purpose (each server start is about a minute on a slow 2-core
-runner): a drain-only plan with one short window per build and round, one block of two rounds
-on one server pair (both started together), eager mode (no torch.compile warm-up), and the
-slow commit's own step standing for its whole change: four server pairs in all (the
-endpoints, two steps, the blamed hunk alone). There is no calibration for this plan, so each
-A/B screens for gross slowdowns: the fast commit is "screened, no gross slowdown". The search
-logic itself is tested without vLLM (tests/integration/flows/test_bisect_*flow.py).
+again to the end: it names the slow commit (two A/Bs: the endpoints and the slow commit, whose
+parent is the good commit; the commit that does not import costs an import check, no server),
+then delta-debugs that commit's five hunks against the good build. Cheap on purpose (each
+server start is about a minute on a slow 2-core runner): a drain-only plan with one short
+window per build and round, one block of two rounds on one server pair (both started
+together), eager mode (no torch.compile warm-up), and the slow commit's own step standing for
+its whole change: three server pairs in all (the endpoints, the slow commit, the blamed hunk
+alone). There is no calibration for this plan, so each A/B screens for gross slowdowns. The
+search over a longer history (the step order, ceil(log2 n) steps, a fast commit screened "no
+gross slowdown") is tested without vLLM (tests/integration/flows/test_bisect_*flow.py), and
+over eight commits with real servers by benchmarks/bisect_run.py.
 """
 
 from __future__ import annotations
@@ -27,10 +30,9 @@ import pytest
 from support.cli import gate_command, gate_env, gate_subprocess
 from support.paths import REPO_ROOT
 from support.vllm_bisect_repo import (
-    BROKEN_COMMIT,
     PLAN_CHANGES,
     PROFILE_ARGS,
-    SLOW_COMMIT,
+    SHORT,
     SLOW_HUNK_MARK,
     UTILS,
     build_repo,
@@ -45,7 +47,7 @@ pytestmark = pytest.mark.vllm
 @pytest.fixture(scope="module")
 def bisected(tiny_model_dir, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("bisect")
-    repo = build_repo(tmp)
+    repo = build_repo(tmp, SHORT)
     plan, marker = small_plan(tmp, **PLAN_CHANGES)
     out = tmp / "out"
     args = ["bisect", "--repo", str(repo.path), "--good", repo.good, "--bad", repo.bad,
@@ -88,27 +90,28 @@ def test_the_rerun_goes_on_without_measuring_a_finished_step_again(bisected):
     assert "bisect step 1 (endpoints)" not in proc.stderr
 
 
-def test_the_slow_commit_is_named_within_ceil_log2_8_plus_1_steps(bisected):
+def test_the_slow_commit_is_named_within_ceil_log2_n_plus_1_steps(bisected):
     repo, out, _, _, _ = bisected
     result = BisectResult.model_validate_json((out / "bisect.json").read_text())
-    assert result.first_bad.sha == repo.shas[SLOW_COMMIT], result.headline
+    assert result.first_bad.sha == repo.slow_sha, result.headline
     ab_steps = [s for s in result.steps if s.outcome is not None or s.screened]
-    assert len(ab_steps) <= math.ceil(math.log2(8)) + 1
-    assert [s.commit for s in ab_steps] == [repo.bad, repo.shas[SLOW_COMMIT],
-                                            repo.shas[SLOW_COMMIT - 1]]
+    commits = len(repo.shas) - 1
+    assert len(ab_steps) <= math.ceil(math.log2(commits)) + 1
+    # the endpoints, then the slow commit; its parent is the good commit, measured with them
+    assert [s.commit for s in ab_steps] == [repo.bad, repo.slow_sha]
     assert all(s.build.startswith("overlay of") for s in ab_steps)
     assert result.runner_seconds > sum(s.seconds for s in result.steps) > 0
     md = (out / "bisect.md").read_text()
-    assert repo.shas[SLOW_COMMIT] in md and "Runner time:" in md
+    assert repo.slow_sha in md and "Runner time:" in md
 
 
 def test_the_commit_that_does_not_import_is_skipped_not_blamed(bisected):
     repo, out, _, _, _ = bisected
     result = BisectResult.model_validate_json((out / "bisect.json").read_text())
-    (step,) = [s for s in result.steps if s.commit == repo.shas[BROKEN_COMMIT]]
+    (step,) = [s for s in result.steps if s.commit == repo.shas[repo.broken]]
     assert step.verdict == "skipped" and step.outcome is None and not step.screened
     assert "request does not import: ImportError" in step.reason
-    assert result.first_bad.sha != repo.shas[BROKEN_COMMIT]
+    assert result.first_bad.sha != repo.shas[repo.broken]
 
 
 def test_the_slow_hunk_ranks_first_by_the_profile_diff(bisected):
@@ -122,7 +125,7 @@ def test_the_slow_hunk_ranks_first_by_the_profile_diff(bisected):
 def test_hunks_names_the_one_slow_hunk_of_five(bisected):
     repo, out, _, _, _ = bisected
     result = HunksResult.model_validate_json((out / "hunks-bisect.json").read_text())
-    assert len(result.hunks) == 5 and result.parent.sha == repo.shas[SLOW_COMMIT - 1]
+    assert len(result.hunks) == 5 and result.parent.sha == repo.good
     (only,) = result.minimal
     assert result.hunks[only].path == UTILS and SLOW_HUNK_MARK in result.hunks[only].text
     assert result.tests[0].build.startswith("the bisect's step")  # the whole change

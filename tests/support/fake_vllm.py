@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
 from pathlib import Path
 
 from aiohttp import web
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script
+from support.openai_stream import chunk, open_stream, stream_app, usage_tail  # noqa: E402
 
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "server_logs"
 STEP_S = 0.003
@@ -32,42 +34,18 @@ def log_for(env: dict[str, str]) -> Path:
     return LOGS / ("gpu_v2.log" if bool(int(value)) else "gpu_v1_pinned.log")  # as vLLM reads
 
 
-def chunk(text: str, finish: str | None = None) -> bytes:
-    obj = {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": "m",
-           "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": finish}]}
-    return b"data: " + json.dumps(obj).encode() + b"\n\n"
-
-
 async def completions(request: web.Request) -> web.StreamResponse:
     body = await request.json()
     guided = "response_format" in body or "structured_outputs" in body
     pieces = [PERSON[i:i + 4] for i in range(0, len(PERSON), 4)] if guided else \
         [f" t{i}" for i in range(int(body.get("max_tokens") or 16))]
-    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-    await resp.prepare(request)
+    resp = await open_stream(request)
     for i, piece in enumerate(pieces):
         last = i == len(pieces) - 1
         await resp.write(chunk(piece, ("stop" if guided else "length") if last else None))
         await asyncio.sleep(STEP_S)  # one engine step a token: the stream really streams
-    usage = {"id": "x", "object": "chat.completion.chunk", "choices": [],
-             "usage": {"prompt_tokens": 8, "completion_tokens": len(pieces),
-                       "total_tokens": len(pieces) + 8}}
-    await resp.write(b"data: " + json.dumps(usage).encode() + b"\n\ndata: [DONE]\n\n")
+    await resp.write(usage_tail(len(pieces)))
     return resp
-
-
-def make_app(served_name: str) -> web.Application:
-    async def models(request: web.Request) -> web.Response:
-        return web.json_response({"object": "list", "data": [{"id": served_name}]})
-
-    async def health(request: web.Request) -> web.Response:
-        return web.Response(text="")
-
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", completions)
-    app.router.add_get("/v1/models", models)
-    app.router.add_get("/health", health)
-    return app
 
 
 def main() -> None:
@@ -78,7 +56,7 @@ def main() -> None:
     args, _ = ap.parse_known_args()  # vLLM's other flags: accepted, unused
     sys.stdout.write(log_for(dict(os.environ)).read_text())
     sys.stdout.flush()
-    web.run_app(make_app(args.served_model_name), host=args.host, port=args.port, print=None,
+    web.run_app(stream_app(completions, args.served_model_name), host=args.host, port=args.port, print=None,
                 access_log=None)
 
 

@@ -40,3 +40,31 @@ def commit(repo: Path, message: str, files: dict[str, str | bytes] | None = None
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", message)
     return git(repo, "rev-parse", "HEAD")
+
+
+def origin_and_clone(tmp_path: Path) -> tuple[Path, Path]:
+    """A bare `origin.git` with one empty commit on main, and a clone of it at `work` (a
+    workflow's checkout, whose pushes the test reads back from the origin)."""
+    origin, work = tmp_path / "origin.git", tmp_path / "work"
+    git(tmp_path, "init", "-q", "--bare", str(origin))
+    git(tmp_path, "clone", "-q", str(origin), str(work))
+    git(work, "commit", "-q", "--allow-empty", "-m", "base")
+    git(work, "push", "-q", "origin", "HEAD:refs/heads/main")
+    return origin, work
+
+
+def recording_shims(folder: Path, log: Path, tools: dict[str, str], extra: str = "") -> Path:
+    """Scripts named after `tools` (name -> the program to run) in `folder`: each appends its
+    command line (NUL-separated, one line a call) to `log`, runs `extra` (bash, with $TOOL set
+    to its name), then execs the program. Put `folder` first on PATH: what the log holds is
+    what /proc/PID/cmdline showed."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, target in tools.items():
+        shim = folder / name
+        shim.write_text("#!/usr/bin/env bash\n"
+                        f"TOOL={name}\n"
+                        f'printf "%s\\0" {name} "$@" >> {log}; printf "\\n" >> {log}\n'
+                        f"{extra}\n"
+                        f'exec {target} "$@"\n')
+        shim.chmod(0o755)
+    return folder

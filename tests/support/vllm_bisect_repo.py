@@ -1,28 +1,36 @@
-"""A git repository of the installed vLLM's structured-output files, with eight commits to
-bisect (tests/e2e/test_e2e_bisect.py, benchmarks/bisect_run.py).
+"""Git repositories of the installed vLLM's structured-output files, with commits to bisect
+(tests/e2e/test_e2e_bisect.py: SHORT, benchmarks/bisect_run.py: EIGHT).
 
 The root commit holds vllm/v1/structured_output/*.py as this interpreter installed them; the
 compiled parts and the rest of the package stay in site-packages, shared, and every build is
-an overlay of the repository's files over it. The eight commits, oldest first:
+an overlay of the repository's files over it. The slow commit has five hunks in four files:
+four are comments, one (the slow hunk) decorates apply_grammar_bitmask with host work of
+`HOST_WORK_FACTOR` times the function's own measured time on every engine step that applies
+a grammar bitmask, so the slowdown is relative to this runner's own speed.
+
+EIGHT, oldest first:
 
     1    a comment in backend_xgrammar.py
     2    request.py imports a name that does not exist: the build does not import
     3    fixes it
-    4    the slow commit, five hunks in four files: four are comments, one (the slow hunk)
-         decorates apply_grammar_bitmask with host work of `HOST_WORK_FACTOR` times the
-         function's own measured time on every engine step that applies a grammar bitmask,
-         so the slowdown is relative to this runner's own speed
+    4    the slow commit
     5-8  comments in request.py, backend_guidance.py and backend_types.py
 
 The search (gate.evidence.bisection) then measures the bad commit (the endpoints), commit 4
 (slow), commit 2 (does not import: skipped without a server), commit 3 (fast, or on a runner
 without a calibration: no gross slowdown): three A/Bs, within ceil(log2 8) + 1 = 4, and commit
 4's parent is measured fast, so `--hunks` takes it apart against the good build.
+
+SHORT, the same parts in three commits: 1 the slow commit, 2 does not import, 3 fixes it (the
+bad end). The search measures the endpoints, skips commit 2 with an import check and measures
+commit 1, whose parent is the good commit: two A/Bs, each one server pair fewer than EIGHT's
+three (the end-to-end test's cost is its server starts).
 """
 
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,7 +88,9 @@ def installed_files() -> dict[str, str]:
 @dataclass(frozen=True)
 class BisectRepo:
     path: Path
-    shas: list[str]  # the root (good) first, then commits 1-8
+    shas: list[str]  # the root (good) first, then the layout's commits
+    slow: int  # the slow commit's number (its index in shas)
+    broken: int  # the commit that does not import
 
     @property
     def good(self) -> str:
@@ -88,7 +98,11 @@ class BisectRepo:
 
     @property
     def bad(self) -> str:
-        return self.shas[8]
+        return self.shas[-1]
+
+    @property
+    def slow_sha(self) -> str:
+        return self.shas[self.slow]
 
 
 
@@ -97,15 +111,19 @@ def _append(files: dict[str, str], rel: str, line: str) -> dict[str, str]:
     return {rel: files[rel]}
 
 
-def _slow(files: dict[str, str]) -> dict[str, str]:
-    source = files[UTILS]
-    head, sep, tail = source.partition("def apply_grammar_bitmask(")
-    assert sep, "apply_grammar_bitmask is not in the installed utils.py"
-    files[UTILS] = head + DECORATOR + sep + tail
-    changed = {UTILS: files[UTILS]}
-    for rel in (UTILS, f"{SO}/backend_xgrammar.py", f"{SO}/request.py", f"{SO}/__init__.py"):
-        changed.update(_append(files, rel, "# gate bisect test: commit 4"))
-    return changed
+def _slow(number: int):
+    def change(files: dict[str, str]) -> dict[str, str]:
+        source = files[UTILS]
+        head, sep, tail = source.partition("def apply_grammar_bitmask(")
+        assert sep, "apply_grammar_bitmask is not in the installed utils.py"
+        files[UTILS] = head + DECORATOR + sep + tail
+        changed = {UTILS: files[UTILS]}
+        for rel in (UTILS, f"{SO}/backend_xgrammar.py", f"{SO}/request.py",
+                    f"{SO}/__init__.py"):
+            changed.update(_append(files, rel, f"# gate bisect test: commit {number}"))
+        return changed
+
+    return change
 
 
 BROKEN_IMPORT = "from vllm.v1.structured_output.backend_types import GateNoSuchName  # noqa"
@@ -121,24 +139,39 @@ def _comment(rel: str, number: int):
     return lambda files: _append(files, f"{SO}/{rel}", f"# gate bisect test: commit {number}")
 
 
-SLOW_COMMIT, BROKEN_COMMIT = 4, 2
-COMMITS = [
+def _broken(files: dict[str, str]) -> dict[str, str]:
+    return _append(files, f"{SO}/request.py", BROKEN_IMPORT)
+
+
+@dataclass(frozen=True)
+class Layout:
+    commits: list[tuple[str, Callable[[dict[str, str]], dict[str, str]]]]
+    slow: int
+    broken: int
+
+
+SLOW_SUBJECT = "check the grammar output on the host every step"
+EIGHT = Layout([
     ("commit 1: comment in backend_xgrammar", _comment("backend_xgrammar.py", 1)),
-    ("commit 2: request imports a missing name",
-     lambda files: _append(files, f"{SO}/request.py", BROKEN_IMPORT)),
+    ("commit 2: request imports a missing name", _broken),
     ("commit 3: fix the import", _fix),
-    ("commit 4: check the grammar output on the host every step", _slow),
+    (f"commit 4: {SLOW_SUBJECT}", _slow(4)),
     ("commit 5: comment in request", _comment("request.py", 5)),
     ("commit 6: comment in backend_guidance", _comment("backend_guidance.py", 6)),
     ("commit 7: comment in backend_guidance", _comment("backend_guidance.py", 7)),
     ("commit 8: comment in backend_types", _comment("backend_types.py", 8)),
-]
+], slow=4, broken=2)
+SHORT = Layout([
+    (f"commit 1: {SLOW_SUBJECT}", _slow(1)),
+    ("commit 2: request imports a missing name", _broken),
+    ("commit 3: fix the import", _fix),
+], slow=1, broken=2)
 
 
-def build_repo(root: Path) -> BisectRepo:
+def build_repo(root: Path, layout: Layout = EIGHT) -> BisectRepo:
     files = installed_files()
     repo = init(root / "vllm-src")
     shas = [commit(repo, "root: the installed structured-output files", dict(files))]
-    for subject, change in COMMITS:
+    for subject, change in layout.commits:
         shas.append(commit(repo, subject, change(files)))
-    return BisectRepo(repo, shas)
+    return BisectRepo(repo, shas, layout.slow, layout.broken)

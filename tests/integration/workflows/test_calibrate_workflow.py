@@ -12,7 +12,7 @@ import sys
 import pytest
 import yaml
 from support.calibrations import calibration_run
-from support.gitrepo import git
+from support.gitrepo import git, origin_and_clone, recording_shims
 from support.workflow_steps import run_workflow_step
 from support.workflows import load
 
@@ -78,20 +78,11 @@ def test_a_broken_artifact_writes_nothing(tmp_path):
 def test_the_push_keeps_the_token_off_command_lines(tmp_path):
     token = "ghs_CalibrationSecret_abcdefghijkl"
     encoded = base64.b64encode(f"x-access-token:{token}".encode()).decode()
-    origin, work = tmp_path / "origin.git", tmp_path / "work"
-    git(tmp_path, "init", "-q", "--bare", str(origin))
-    git(tmp_path, "clone", "-q", str(origin), str(work))
-    git(work, "commit", "-q", "--allow-empty", "-m", "base")
-    git(work, "push", "-q", "origin", "HEAD:refs/heads/main")
+    origin, work = origin_and_clone(tmp_path)
     store_run(work / ".github/perf-gate-baselines/noise", KEY, calibration_run())
-    shims, log = tmp_path / "shims", tmp_path / "argv.log"
-    shims.mkdir()
-    for tool, target in (("git", shutil.which("git")), ("gh", "/bin/true")):
-        (shims / tool).write_text(
-            "#!/usr/bin/env bash\n"
-            f'printf "%s\\0" {tool} "$@" >> {log}; printf "\\n" >> {log}\n'
-            f'exec {target} "$@"\n')
-        (shims / tool).chmod(0o755)
+    log = tmp_path / "argv.log"
+    shims = recording_shims(tmp_path / "shims", log, {"git": shutil.which("git") or "git",
+                                                      "gh": "/bin/true"})
     proc = run_workflow_step(
         DOC, "store", "Push a branch and open a PR", work,
         context={"github": {"token": token, "run_id": "77",

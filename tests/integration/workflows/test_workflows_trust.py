@@ -23,7 +23,7 @@ from support.action_runner import (
 from support.action_runner import TOKEN as ACTION_TOKEN
 from support.cli import gate_subprocess
 from support.fake_github import TOKEN, FakeGitHub
-from support.gitrepo import git, init
+from support.gitrepo import git, init, origin_and_clone, recording_shims
 from support.paths import REPO_ROOT
 from support.workflow_steps import (
     LABEL,
@@ -403,26 +403,16 @@ def test_nightly_push_keeps_the_token_off_command_lines_and_uses_the_server_url(
     front of git and gh records every command line (what /proc/PID/cmdline shows)."""
     token = "ghs_NightlySecret_abcdefghijklmnop"
     encoded = base64.b64encode(f"x-access-token:{token}".encode()).decode()
-    origin, work = tmp_path / "origin.git", tmp_path / "work"
-    git(tmp_path, "init", "-q", "--bare", str(origin))
-    git(tmp_path, "clone", "-q", str(origin), str(work))
-    git(work, "commit", "-q", "--allow-empty", "-m", "base")
-    git(work, "push", "-q", "origin", "HEAD:refs/heads/main")
+    origin, work = origin_and_clone(tmp_path)
     baselines = work / ".github/perf-gate-baselines"
     baselines.mkdir(parents=True)
     (baselines / "a100.yaml").write_text("drain_throughput: 233\n")
 
-    shims, log = tmp_path / "shims", tmp_path / "argv.log"
-    shims.mkdir()
-    for tool_name, target in (("git", shutil.which("git")), ("gh", "/bin/true")):
-        (shims / tool_name).write_text(
-            "#!/usr/bin/env bash\n"
-            f'printf "%s\\0" {tool_name} "$@" >> {log}; printf "\\n" >> {log}\n'
-            f'if [ "${{1:-}}" = push ]; then echo "config=$GIT_CONFIG_KEY_0" >> {log}; fi\n'
-            f'if [ {tool_name} = gh ]; then echo "gh-host=$GH_HOST" >> {log}; fi\n'
-            f'exec {target} "$@"\n'
-        )
-        (shims / tool_name).chmod(0o755)
+    log = tmp_path / "argv.log"
+    shims = recording_shims(
+        tmp_path / "shims", log, {"git": shutil.which("git") or "git", "gh": "/bin/true"},
+        extra=(f'if [ "${{1:-}}" = push ]; then echo "config=$GIT_CONFIG_KEY_0" >> {log}; fi\n'
+               f'if [ "$TOOL" = gh ]; then echo "gh-host=$GH_HOST" >> {log}; fi'))
 
     doc = load("gate-nightly-baseline.yml")
     proc, _ = run_step(
