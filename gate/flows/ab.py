@@ -41,7 +41,7 @@ from gate.flows.ab_state import (
     save_state,
 )
 from gate.flows.diff_artifacts import ProfilePair, write_diff
-from gate.judge.ab_design import Uncalibrated, design_ab
+from gate.judge.ab_design import CALIBRATION_BLOCKS, Uncalibrated, design_ab
 from gate.judge.compare import ABReference, ScreeningReference, compare_results
 from gate.judge.noise import CalibrationCost, Noise, noise_dirs, noise_for, runner_key
 from gate.judge.verdict import Outcome, Verdict
@@ -305,7 +305,7 @@ def ab(options: ABOptions) -> ABResult:
                                               options.progress), screening=why is not None)
     result = _finish(abrun, _start_state(abrun))
     if why is not None and result.verdict.outcome == Outcome.INCONCLUSIVE:
-        raise Uncalibrated(_screened_message(result.verdict, str(why)))
+        raise Uncalibrated(screened_message(result.verdict, why), why.more_blocks)
     return result
 
 
@@ -318,13 +318,20 @@ def _screening_design(plan: Plan) -> FixedDesign:
         "calibration\")"))
 
 
-def _screened_message(verdict: Verdict, why: str) -> str:
+def screened_message(verdict: Verdict, why: Uncalibrated) -> str:
+    """What a screened block that found nothing gross says: the largest change it saw, what
+    is missing, and what calibrating costs on this runner, from the block it just measured
+    (a calibration block is the same pair of server starts and rounds)."""
     worst_check = max((c for c in verdict.checks if c.kind == "relative"),
                       key=lambda c: abs(c.delta_pct or 0.0), default=None)
     seen = (f"; the largest change seen: {worst_check.label} {worst_check.delta_pct:+.1f}%"
             if worst_check is not None else "")
+    wall = verdict.runner_seconds.get("wall")
+    blocks = why.more_blocks or CALIBRATION_BLOCKS
+    cost = (f". This block took {wall:.0f} s, so {blocks} calibration blocks take about "
+            f"{blocks * wall / 60:.0f} runner minutes here" if wall else "")
     return (f"screened one block: no gross slowdown{seen}. Smaller changes, and any pass, need "
-            f"this runner's calibration: {why}")
+            f"this runner's calibration: {why}{cost}")
 
 
 def _start_state(abrun: ABRun) -> ABState:

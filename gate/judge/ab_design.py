@@ -9,6 +9,7 @@ for want of a noise estimate.
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 
 from gate.core.errors import CannotDecide
@@ -53,7 +54,17 @@ def calibrated_design(plan: Plan) -> CalibrationDesign:
 
 
 def calibration_command(plan: Plan, blocks: int = CALIBRATION_BLOCKS) -> str:
-    return f"gate calibrate --plan {plan.name} --blocks {blocks}"
+    """The command that calibrates `plan` as this run measures it: the plan as the user named
+    it (a file keeps its path), a backend plan (`NAME+BACKEND`) as `--backend`, the model
+    runner the plan pins."""
+    args = ["gate", "calibrate", "--plan", plan.ref]
+    _, plus, backend = plan.name.partition("+")
+    if plus:
+        args += ["--backend", backend]
+    pinned = plan.server.pinned_runner()
+    if pinned is not None:
+        args += ["--model-runner", pinned]
+    return shlex.join([*args, *plan.calibrate_args, "--blocks", str(blocks)])
 
 
 def design_ab(plan: Plan, thresholds: Thresholds, noise: Noise) -> ABDesign:

@@ -13,7 +13,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from gate.core.errors import GateError
 from gate.core.files import load_yaml_mapping, validate
@@ -300,6 +300,20 @@ class Plan(StrictModel):
         "on its own (OUT/<backend>/); empty: server.structured_outputs_backend alone, in OUT/",
     )
 
+    # How the user named the plan (a built-in name or a file path), for advice that names a
+    # command: a file plan's `name` alone would send `gate calibrate` to another plan.
+    _ref: str | None = PrivateAttr(None)
+    _calibrate_args: list[str] = PrivateAttr(default_factory=list)
+
+    @property
+    def ref(self) -> str:
+        return self._ref or self.name
+
+    @property
+    def calibrate_args(self) -> list[str]:
+        """The command-line overrides of this plan that `gate calibrate` takes too."""
+        return list(self._calibrate_args)
+
     @model_validator(mode="after")
     def _backends_once(self) -> Plan:
         if len(set(self.backends)) != len(self.backends):
@@ -386,7 +400,9 @@ def load_plan(ref: str | Path | None) -> Plan:
         raise GateError(
             f"plan {ref!r} is neither a file nor a built-in plan ({', '.join(BUILTIN_PLANS)})"
         )
-    return parse_plan(load_yaml_mapping(path, "plan"), str(path))
+    plan = parse_plan(load_yaml_mapping(path, "plan"), str(path))
+    plan._ref = ref
+    return plan
 
 
 def pin_runner(plan: Plan, runner: str | None) -> Plan:
@@ -401,7 +417,9 @@ def pin_runner(plan: Plan, runner: str | None) -> Plan:
         env[runner_pin.RUNNER_ENV] = runner_pin.pin_value(runner)
     data = plan.model_dump(mode="python")
     data["server"]["env"] = env
-    return parse_plan(data, f"(model runner {runner})")
+    pinned = parse_plan(data, f"(model runner {runner})")
+    pinned._ref, pinned._calibrate_args = plan._ref, plan.calibrate_args
+    return pinned
 
 
 @dataclass(frozen=True)
@@ -440,4 +458,10 @@ def apply_overrides(plan: Plan, overrides: Overrides | None = None, **changes: A
     data["drain"]["enabled"] = data["drain"]["enabled"] and not o.no_drain
     data["sweep"]["enabled"] = data["sweep"]["enabled"] and not o.no_sweep
     data["ab"].update(o.ab)
-    return parse_plan(data, "(after command-line overrides)")
+    changed = parse_plan(data, "(after command-line overrides)")
+    changed._ref = plan._ref
+    # what `gate calibrate` must be told to measure the same cells (it takes these two)
+    changed._calibrate_args = [*plan._calibrate_args,
+                               *(["--levels", ",".join(map(str, o.levels))] if o.levels else []),
+                               *(["--window", f"{o.window_s:g}"] if o.window_s else [])]
+    return changed

@@ -57,7 +57,9 @@ def render(results: Results) -> str:
         f"{f' ({fp.torch_threads_source})' if fp.torch_threads_source else ''}, "
         f"OMP_NUM_THREADS {fp.omp_num_threads or 'unset'}",
         f"vllm {fp.vllm_version or '?'}, "
-        f"torch {fp.versions.get('torch', '?')}, xgrammar {fp.versions.get('xgrammar', '?')}, "
+        f"torch {fp.versions.get('torch', '?')}, "
+        f"{results.plan.server.structured_outputs_backend or 'auto'} backend "
+        f"({fp.backend_package(results.plan.server.structured_outputs_backend)}), "
         f"{runner_line(fp)}",
         "",
         cells_table(results),

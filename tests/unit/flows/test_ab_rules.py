@@ -26,6 +26,17 @@ def test_a_block_that_would_not_fit_the_budget_is_not_started():
     assert ab.fits_budget(elapsed_s=1e9, block_s=None, budget_minutes=1)
 
 
+@pytest.mark.parametrize(("more_blocks", "blocks"), [(None, 10), (3, 3)])
+def test_a_screened_block_prices_the_calibration_it_asks_for(more_blocks, blocks):
+    verdict = Verdict(outcome=Outcome.INCONCLUSIVE, headline="x", mode="ab",
+                      runner_seconds={"wall": 266.0})
+    why = ab.Uncalibrated("no calibration of this runner", more_blocks)
+    text = ab.screened_message(verdict, why)
+    assert text.startswith("screened one block: no gross slowdown")
+    assert f"This block took 266 s, so {blocks} calibration blocks take about " \
+           f"{round(blocks * 266 / 60)} runner minutes here" in text
+
+
 def test_a_side_error_carries_its_side_as_data():
     cause = MeasurementError("warm-up requests failed, not measuring")  # names no side
     err = ab.SideError("head", cause)

@@ -7,16 +7,17 @@ import math
 
 import numpy as np
 import pytest
+import yaml
 from support.calibrations import calibration_run, noise_for_results
 from support.factories import cell, make_results
 
 from gate.core.errors import EXIT_UNDECIDABLE, CannotDecide
 from gate.judge import sequential as seq
-from gate.judge.ab_design import Uncalibrated, design_ab
+from gate.judge.ab_design import Uncalibrated, calibration_command, design_ab
 from gate.judge.checks import judged, planned_slots, ratio_slots, slots
 from gate.judge.noise import Noise
 from gate.judge.sizing import FALSE_FAIL_GOAL, MISS_GOAL, Cost, Layout, Spread, draw, size
-from gate.plan.spec import load_plan
+from gate.plan.spec import apply_overrides, load_plan, pin_runner
 
 CPU_SMOKE = load_plan("cpu-smoke")
 
@@ -77,6 +78,19 @@ def test_the_planned_checks_are_the_ones_the_results_will_give():
     planned = planned_slots(CPU_SMOKE, CPU_SMOKE.thresholds)
     assert [s.name for s in planned] == [s.name for s in found]
     assert "drain.output_tok_s" not in [s.name for s in planned]  # one check per measurement
+
+
+def test_the_calibration_command_measures_what_the_ab_would(tmp_path):
+    """The advice must calibrate the plan as this A/B measures it: a file by its path (the
+    built-in plan of the same name has other cells), a backend of a backends plan, the pinned
+    model runner and the cell overrides gate calibrate takes."""
+    assert calibration_command(CPU_SMOKE) == "gate calibrate --plan cpu-smoke --blocks 10"
+    file = tmp_path / "my plan.yaml"
+    file.write_text(yaml.safe_dump(CPU_SMOKE.model_dump(mode="json", exclude_none=True)))
+    plan = pin_runner(apply_overrides(load_plan(file), levels=[4], window_s=3.0), "v1")
+    assert calibration_command(plan.for_backend("guidance"), 3) == (
+        f"gate calibrate --plan '{file}' --backend guidance --model-runner v1 --levels 4 "
+        "--window 3 --blocks 3")
 
 
 def test_no_calibration_stops_before_measuring_and_names_the_fix():

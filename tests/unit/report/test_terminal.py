@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from support import factories as f
 
 from gate.judge.verdict import Check, Outcome
@@ -58,6 +59,22 @@ def test_render_heads_with_plan_host_and_versions_then_tables():
     assert versions_line.startswith("vllm 0.32.0")
     assert "guided/free TPOT p50" in text and "where the time went: total 0s" in text
     assert "MEASUREMENT ERRORS" not in text
+
+
+@pytest.mark.parametrize(("backend", "shown"), [
+    ("xgrammar", "xgrammar backend (xgrammar 0.2.8)"),
+    ("guidance", "guidance backend (llguidance 1.7.6)"),
+    ("outlines", "outlines backend (outlines_core ?)"),
+    (None, "auto backend (xgrammar 0.2.8, llguidance 1.7.6)"),
+])
+def test_the_versions_line_names_the_backend_that_served_and_its_compiler(backend, shown):
+    fp = f.fingerprint()
+    fp.versions.update({"xgrammar": "0.2.8", "llguidance": "1.7.6"})
+    results = f.sweep_results("head", fp=fp)
+    results.plan.server.structured_outputs_backend = backend
+    versions_line = render(results).splitlines()[2]
+    assert shown in versions_line
+    assert (backend in (None, "xgrammar")) == ("xgrammar" in versions_line)
 
 
 def test_render_without_a_quota_says_none_and_lists_errors_last():
