@@ -32,6 +32,7 @@ class ArmWait:
     queue_ms: float | None
     prefill_ms: float | None
     free_queue_ms: float | None
+    tpot_ms: float | None = None  # the same cells' time per output token: one engine step
 
     @property
     def grammar_wait_ms(self) -> float | None:
@@ -75,7 +76,12 @@ def arm_wait(results: Results, arm: str, level: int) -> ArmWait:
     return ArmWait(
         ttft_ms=_med([c.ttft_ms.p50 if c.ttft_ms else None for c in cells]),
         queue_ms=_server(cells, "queue_ms"), prefill_ms=_server(cells, "prefill_ms"),
-        free_queue_ms=_server(free, "queue_ms"))
+        free_queue_ms=_server(free, "queue_ms"),
+        tpot_ms=_med([c.tpot_ms.p50 if c.tpot_ms else None for c in cells]))
+
+
+def _relative(head: float | None, base: float | None) -> float | None:
+    return head / base - 1 if head is not None and base else None
 
 
 def _delta(head: float | None, base: float | None) -> float | None:
@@ -103,6 +109,13 @@ def cause(head: ArmWait, base: ArmWait | None) -> str:
     if queue is not None and queue >= EXPLAINS * added:
         return (f"queueing for capacity: +{queue:.0f} ms of the +{added:.0f} ms, free "
                 "requests wait as much (slower steps, not the grammar)")
+    steps = _relative(head.tpot_ms, base.tpot_ms)
+    if steps is not None and steps >= EXPLAINS * added / base.ttft_ms:
+        # A request's first token comes out of an engine step shared with the requests in
+        # flight: a slower step delays it as much as every later token.
+        return (f"slower engine steps: TPOT p50 {steps:+.0%} in the same cells against TTFT "
+                f"{added / base.ttft_ms:+.0%}; the first token waits on the steps, not on "
+                "the grammar")
     if head.queue_ms is None:
         return "not attributed: the server's /metrics gave no queue or prefill times"
     return "not attributed: neither the queue nor the prefill explains it"

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Literal
 
 import numpy as np
 
@@ -410,8 +411,8 @@ def compare_results(head: Results, reference: Reference, thresholds: Thresholds,
         warnings=warnings, thresholds=thresholds.model_dump(mode="json"),
         noise_profile=ctx.noise.description, method=judged_.method, rounds=judged_.rounds)
     verdict.headline = headline(verdict)
-    ttft_failed = any(is_ttft(c) and c.outcome == Outcome.FAIL for c in checks)
-    verdict.advice = advice(outcome, judged_.causes, bool(ctx.noise.calibrations), ttft_failed)
+    verdict.advice = advice(outcome, judged_.causes, bool(ctx.noise.calibrations),
+                            ttft_cause(checks))
     return verdict
 
 
@@ -446,7 +447,7 @@ def headline(v: Verdict) -> str:
         first = v.errors[0] if v.errors else "a check could not be judged"
         return f"ERROR: the measurement cannot be judged: {first}{more}"
     bad = [c for c in v.checks if c.outcome == v.outcome]
-    bad = ttft_first(bad) if v.outcome == Outcome.FAIL else bad
+    bad = ttft_first(bad) if ttft_cause(v.checks) == "ttft" else bad
     more = f"; {len(bad) - 1} more" if len(bad) > 1 else ""
     if v.outcome == Outcome.FAIL:
         what = "time to first token: " if is_ttft(bad[0]) else ""
@@ -464,15 +465,42 @@ def is_ttft(c: Check) -> bool:
 
 
 def ttft_first(checks: list[Check]) -> list[Check]:
-    """Time-to-first-token checks lead: a compile or grammar-cache regression moves them
-    first and most, and per-token figures would hide it (stable order otherwise)."""
+    """Time-to-first-token checks first (stable order otherwise)."""
     return sorted(checks, key=lambda c: not is_ttft(c))
 
 
+def slowdown_log(c: Check) -> float:
+    """How much worse the head is, as a log ratio whatever the direction: a throughput halved
+    and a latency doubled are both ln 2."""
+    if c.delta_pct is None or c.delta_pct <= -100:
+        return 0.0
+    change = math.log1p(c.delta_pct / 100)
+    return -change if c.direction == "higher_is_better" else change
+
+
+# A TTFT failure is the signal when its log slowdown is at least this multiple of the worst
+# failing per-step check's: a grammar that compiles 10x slower moves TTFT by far more than
+# anything per token, while a slower engine step (the seed regression) moves the first token
+# by about as much as every later one, because the first token is a step too.
+TTFT_LEADS_FACTOR = 2.0
+
+
+def ttft_cause(checks: list[Check]) -> Literal["ttft", "steps", None]:
+    """Whether failing time-to-first-token checks point at the first token itself ("ttft":
+    grammar compilation, the grammar cache, queueing), or moved with a slower engine step
+    ("steps"); None when no TTFT check failed."""
+    failing = [c for c in checks if c.outcome == Outcome.FAIL and c.kind == "relative"]
+    ttft = [slowdown_log(c) for c in failing if is_ttft(c)]
+    if not ttft:
+        return None
+    steps = [slowdown_log(c) for c in failing if not is_ttft(c)]
+    return "ttft" if not steps or max(ttft) >= TTFT_LEADS_FACTOR * max(steps) else "steps"
+
+
 def advice(outcome: Outcome, causes: set[Cause], calibrated: bool,
-           ttft_failed: bool = False) -> list[str]:
-    """What to do next, chosen by the outcome, the typed causes of its errors and whether a
-    time-to-first-token check failed."""
+           ttft: Literal["ttft", "steps", None] = None) -> list[str]:
+    """What to do next, chosen by the outcome, the typed causes of its errors and what a
+    failing time-to-first-token check points at (`ttft_cause`)."""
     out = []
     if outcome == Outcome.INCONCLUSIVE:
         out.append(
@@ -482,11 +510,16 @@ def advice(outcome: Outcome, causes: set[Cause], calibrated: bool,
                           "so that each round carries more weight") + ".")
     if outcome == Outcome.FAIL:
         out.append("A slowdown beyond the threshold: see the failing checks.")
-    if ttft_failed:
+    if ttft == "ttft":
         out.append(
             "Guided requests wait longer for their first token: look at grammar compilation "
             "and the grammar cache (vllm/v1/structured_output/, the backend's compiler); "
             "'Where the wait is' says whether the time is spent waiting for the grammar.")
+    elif ttft == "steps":
+        out.append(
+            "Time to first token moved with the per-step cost (the first token is an engine "
+            "step too): look at what every guided step does (the bitmask path, "
+            "vllm/v1/structured_output/utils.py and the model runner) before the compiler.")
     if Cause.OFF_SCHEMA in causes:
         out.append(
             "Outputs did not follow the schema: check that the request field is still honoured "

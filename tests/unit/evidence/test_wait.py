@@ -49,3 +49,14 @@ def test_noise_and_missing_metrics_name_nothing_or_say_so():
     blind = cause(ArmWait(300.0, None, None, None), ArmWait(100.0, None, None, None))
     assert blind.startswith("not attributed: the server's /metrics gave no")
     assert cause(ArmWait(300.0, 60.0, 20.0, 5.0), None) == "requests wait 55 ms for their grammar"
+
+
+def test_ttft_that_grew_with_the_step_time_is_named_slower_steps():
+    """The per-step class (the seed's): TPOT doubled in the same cells, TTFT doubled too,
+    neither the queue nor the prefill histograms moved enough to explain it."""
+    base = ArmWait(50.0, 10.0, 30.0, 10.0, tpot_ms=20.0)
+    head = ArmWait(110.0, 12.0, 40.0, 10.0, tpot_ms=42.0)
+    text = cause(head, base)
+    assert text.startswith("slower engine steps: TPOT p50 +110%") and "TTFT +120%" in text
+    # the same TTFT with steps unchanged is not put on them
+    assert not cause(ArmWait(110.0, 12.0, 40.0, 10.0, tpot_ms=20.5), base).startswith("slower")

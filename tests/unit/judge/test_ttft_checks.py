@@ -77,6 +77,19 @@ def test_a_ttft_failure_leads_the_headline_over_a_per_token_one():
     assert v.headline.startswith("FAIL: time to first token: TTFT")
 
 
+def test_a_slower_step_leads_with_the_per_step_check_when_ttft_moved_with_it():
+    """The seed's class of regression: every guided step slower. The first token is a step
+    too, so TTFT moves by about as much as TPOT; the headline and the advice must point at the
+    step, not at grammar compilation."""
+    base = rounds([100.0] * 3, guided_ttft=50.0, tpot=10.0, label="base")
+    head = rounds([100.0] * 3, guided_ttft=110.0, tpot=21.0)
+    v = compare_results(head, ABReference(base), T, noise=noise())
+    assert check_failed(v, "sweep.c4.tpot_p50_ms") and check_failed(v, "sweep.c4.ttft_p50_ms")
+    assert v.headline.startswith("FAIL: TPOT"), v.headline
+    assert not any("grammar compilation" in a for a in v.advice)
+    assert any("moved with the per-step cost" in a for a in v.advice)
+
+
 def test_equal_builds_pass_the_ttft_checks():
     base, head = rounds([100.0, 101.0, 99.0], label="base"), rounds([100.0, 99.0, 101.0])
     v = compare_results(head, ABReference(base), T, noise=noise(0.02))
