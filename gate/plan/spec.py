@@ -305,6 +305,15 @@ class Plan(StrictModel):
     _ref: str | None = PrivateAttr(None)
     _calibrate_args: list[str] = PrivateAttr(default_factory=list)
 
+    def __eq__(self, other: object) -> bool:
+        # How the user named the plan (the private attributes) is not part of it: a plan read
+        # back from results.json equals the one loaded by name.
+        if not isinstance(other, Plan):
+            return NotImplemented
+        return type(self) is type(other) and self.__dict__ == other.__dict__
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as pydantic's models are
+
     @property
     def ref(self) -> str:
         return self._ref or self.name

@@ -86,7 +86,8 @@ def test_the_calibration_command_measures_what_the_ab_would(tmp_path):
     model runner and the cell overrides gate calibrate takes."""
     assert calibration_command(CPU_SMOKE) == "gate calibrate --plan cpu-smoke --blocks 10"
     file = tmp_path / "my plan.yaml"
-    file.write_text(yaml.safe_dump(CPU_SMOKE.model_dump(mode="json", exclude_none=True)))
+    file.write_text(yaml.safe_dump(CPU_SMOKE.model_dump(mode="json")))
+    assert load_plan(file) == CPU_SMOKE  # how a plan was named is not part of it
     plan = pin_runner(apply_overrides(load_plan(file), levels=[4], window_s=3.0), "v1")
     assert calibration_command(plan.for_backend("guidance"), 3) == (
         f"gate calibrate --plan '{file}' --backend guidance --model-runner v1 --levels 4 "
