@@ -110,7 +110,7 @@ def cause(head: ArmWait, base: ArmWait | None) -> str:
         return (f"queueing for capacity: +{queue:.0f} ms of the +{added:.0f} ms, free "
                 "requests wait as much (slower steps, not the grammar)")
     steps = _relative(head.tpot_ms, base.tpot_ms)
-    if steps is not None and steps >= EXPLAINS * added / base.ttft_ms:
+    if steps is not None and base.ttft_ms > 0 and steps >= EXPLAINS * added / base.ttft_ms:
         # A request's first token comes out of an engine step shared with the requests in
         # flight: a slower step delays it as much as every later token.
         return (f"slower engine steps: TPOT p50 {steps:+.0%} in the same cells against TTFT "
