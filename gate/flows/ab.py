@@ -41,8 +41,8 @@ from gate.flows.ab_state import (
     save_state,
 )
 from gate.flows.diff_artifacts import ProfilePair, write_diff
-from gate.judge.ab_design import CALIBRATION_BLOCKS, Uncalibrated, design_ab
-from gate.judge.compare import ABReference, ScreeningReference, compare_results
+from gate.judge.ab_design import CALIBRATION_BLOCKS, TooNoisy, Uncalibrated, design_ab
+from gate.judge.compare import NO_CALIBRATION, ABReference, ScreeningReference, compare_results
 from gate.judge.noise import CalibrationCost, Noise, noise_dirs, noise_for, runner_key
 from gate.judge.verdict import Outcome, Verdict
 from gate.measure.measured_build import (
@@ -240,7 +240,7 @@ class ABRun:
     pair_s: list[float] = field(default_factory=list)
     round_s: list[float] = field(default_factory=list)
     verdict: Verdict | None = None
-    screening: bool = False  # one block without a calibration: gross effects only
+    screening: str | None = None  # why one block judges gross effects only; None: the test
 
     @property
     def blocks(self) -> int:
@@ -254,8 +254,9 @@ class ABRun:
         return self.sides[label].results(self.plan, self.rounds, self.max_rounds)
 
     def judge(self) -> Verdict:
-        kind = ScreeningReference if self.screening else ABReference
-        reference = kind(self.results("base"), str(self.out / "base" / "results.json"))
+        base, path = self.results("base"), str(self.out / "base" / "results.json")
+        reference = ABReference(base, path) if self.screening is None else \
+            ScreeningReference(base, path, self.screening)
         self.verdict = compare_results(
             self.results("head"), reference, self.thresholds, noise=self.noise,
             head_path=str(self.out / "head" / "results.json"))
@@ -295,30 +296,39 @@ def ab(options: ABOptions) -> ABResult:
                       plan.measurement_hash(), sides["head"].fingerprint)
     try:
         design, why = FixedDesign.of(design_ab(plan, thresholds, noise)), None
-    except Uncalibrated as exc:
+    except (Uncalibrated, TooNoisy) as exc:
+        # Thresholds out of reach on this runner: gross effects can still be judged.
         if not options.screen:
             raise
-        design, why = _screening_design(plan), exc
+        design, why = _screening_design(plan, _screening_reason(exc)), exc
     options.progress(f"design: {design.description}")
     abrun = ABRun(plan, thresholds, noise, design, sides, options.out, options.cache_dir,
                   options.progress, Profiler(plan, options.out, options.profiling,
-                                              options.progress), screening=why is not None)
+                                              options.progress),
+                  screening=None if why is None else _screening_reason(why))
     result = _finish(abrun, _start_state(abrun))
-    if why is not None and result.verdict.outcome == Outcome.INCONCLUSIVE:
+    if isinstance(why, Uncalibrated) and result.verdict.outcome == Outcome.INCONCLUSIVE:
         raise Uncalibrated(screened_message(result.verdict, why), why.more_blocks)
+    if isinstance(why, TooNoisy) and result.verdict.outcome == Outcome.INCONCLUSIVE:
+        raise TooNoisy(screened_message(result.verdict, why))
     return result
 
 
-def _screening_design(plan: Plan) -> FixedDesign:
-    """One block, judged for gross effects only: what an uncalibrated runner can still say."""
+def _screening_reason(exc: Exception) -> str:
+    return TooNoisy.reason if isinstance(exc, TooNoisy) else NO_CALIBRATION
+
+
+def _screening_design(plan: Plan, why: str = NO_CALIBRATION) -> FixedDesign:
+    """One block, judged for gross effects only: what a runner whose noise cannot decide the
+    thresholds (none measured, or too much) can still say."""
     block = plan.ab.rounds_per_block
     return FixedDesign(rounds_per_block=block, max_rounds=block, description=(
-        f"screening: no calibration of this runner, so one block of {block} rounds on one "
+        f"screening: {why}, so one block of {block} rounds on one "
         "server pair, failing only gross effects (docs/compare.md, \"Screening without a "
         "calibration\")"))
 
 
-def screened_message(verdict: Verdict, why: Uncalibrated) -> str:
+def screened_message(verdict: Verdict, why: Uncalibrated | TooNoisy) -> str:
     """What a screened block that found nothing gross says: the largest change it saw, what
     is missing, and what calibrating costs on this runner, from the block it just measured
     (a calibration block is the same pair of server starts and rounds)."""
@@ -326,6 +336,9 @@ def screened_message(verdict: Verdict, why: Uncalibrated) -> str:
                       key=lambda c: abs(c.delta_pct or 0.0), default=None)
     seen = (f"; the largest change seen: {worst_check.label} {worst_check.delta_pct:+.1f}%"
             if worst_check is not None else "")
+    if isinstance(why, TooNoisy):
+        return (f"screened one block: no gross slowdown{seen}. Smaller changes, and any pass, "
+                f"need a plan this runner can decide: {why}")
     wall = verdict.runner_seconds.get("wall")
     blocks = why.more_blocks or CALIBRATION_BLOCKS
     cost = (f". This block took {wall:.0f} s, so {blocks} calibration blocks take about "

@@ -31,6 +31,14 @@ class Uncalibrated(CannotDecide):
         self.more_blocks = more_blocks
 
 
+class TooNoisy(CannotDecide):
+    """This runner's calibration is complete, and the thresholds still cannot be decided within
+    the largest design: the plan needs longer cells or looser thresholds here. An A/B can
+    still screen for gross effects."""
+
+    reason = "this runner's calibration cannot decide the thresholds"
+
+
 # Blocks a calibration measures unless told otherwise: block means with ENOUGH_BLOCK_DF df.
 CALIBRATION_BLOCKS = ENOUGH_BLOCK_DF + 1
 
@@ -92,7 +100,7 @@ def design_ab(plan: Plan, thresholds: Thresholds, noise: Noise) -> ABDesign:
         if block_df < ENOUGH_BLOCK_DF:
             more = int(ENOUGH_BLOCK_DF - block_df)
             raise Uncalibrated(_too_noisy(plan, sizing, block_df), more_blocks=more)
-        raise CannotDecide(_too_noisy(plan, sizing, block_df))
+        raise TooNoisy(_too_noisy(plan, sizing, block_df))
     _check_fits(plan, sizing, noise)
     return ABDesign(sizing.design, sizing, calibrated, tuple(s.name for s in specs),
                     budget_note(plan, sizing))

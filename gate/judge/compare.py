@@ -204,8 +204,9 @@ def _geomean(values: list[float]) -> float:
 # ---------------------------------------------------------------- A/B screening: no calibration
 
 
+NO_CALIBRATION = "no calibration of this runner"
 SCREENING_METHOD = (
-    "Screening (no calibration of this runner): one block of {rounds} rounds on one server "
+    "Screening ({why}): one block of {rounds} rounds on one server "
     "pair, judged for gross effects only. A check fails when EVERY round shows the head worse "
     "than the base by at least {margin}, a margin far beyond any spread between rounds or "
     "between two servers of one build measured on the gate's runners (docs/compare.md, "
@@ -225,6 +226,7 @@ class ScreeningReference:
 
     base: Results
     path: str | None = None
+    why: str = NO_CALIBRATION  # or: this runner's calibration cannot decide the thresholds
     mode = "ab"
 
     def judge(self, ctx: Context) -> Judged:
@@ -239,9 +241,11 @@ class ScreeningReference:
         checks = [c for slot in found if (c := self._screened(ctx, slot)) is not None]
         rounds = len({c.repeat for c in ctx.head.cells})
         margin = screening_margin(min((c.threshold for c in checks), default=10.0))
-        method = SCREENING_METHOD.format(rounds=rounds, margin=f"{math.expm1(margin):.0%}")
-        notes = [f"no calibration of this runner ({ctx.noise.description}): only gross "
-                 "effects were judged; calibrate (gate calibrate) to decide the thresholds"]
+        method = SCREENING_METHOD.format(why=self.why, rounds=rounds,
+                                         margin=f"{math.expm1(margin):.0%}")
+        fix = ("calibrate (gate calibrate) to decide the thresholds" if self.why == NO_CALIBRATION
+               else "the thresholds need longer cells or looser thresholds on this runner")
+        notes = [f"{self.why} ({ctx.noise.description}): only gross effects were judged; {fix}"]
         return out.add(Judged(checks, len(found), notes=notes, method=method, rounds=rounds))
 
     def _screened(self, ctx: Context, slot: Slot) -> Check | None:

@@ -11,18 +11,23 @@ VLLM_USE_V2_MODEL_RUNNER as vLLM does and prints the log of the runner that woul
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from support.calibrations import store_for
 from support.cli import gate_subprocess
+from support.factories import cell, make_results
 from support.paths import REPO_ROOT
 
 from gate.core.errors import EXIT_ERROR, EXIT_UNDECIDABLE
+from gate.judge.checks import planned_slots
 from gate.judge.verdict import Outcome, load_verdict
 from gate.measure.results import load_results
 from gate.plan.spec import load_plan
+from gate.runner.fingerprint import take_fingerprint
 
 FAKE = REPO_ROOT / "tests" / "support" / "fake_vllm.py"
 
@@ -103,3 +108,27 @@ def test_gate_run_records_the_served_runner_and_the_doctor_agrees(tmp_path):
     assert results.plan.server.env["VLLM_USE_V2_MODEL_RUNNER"] == "1"
     assert "V2 model runner (server log)" in proc.stdout
     assert json.loads((out / "results.json").read_text())["fingerprint"]["model_runner"] == "v2"
+
+
+def test_a_runner_too_noisy_for_the_thresholds_still_screens_for_gross_effects(tmp_path):
+    """A complete calibration (10 blocks) whose spread no design of 20 blocks can decide
+    the thresholds with (measured so on a 2-core runner class): the A/B must not be blind
+    there. It screens one block for gross effects, as a runner without a calibration does,
+    and ends (no gross effect here) naming why nothing finer can be decided."""
+    path = fake_plan(tmp_path)
+    plan = load_plan(str(path))
+    fp = take_fingerprint(python=sys.executable, env={**os.environ, **plan.server.env})
+    probe = make_results([cell("sweep", "guided", 2, 0, tpot_p50=10.0)], plan=plan, fp=fp)
+    every = tuple(s.name for s in planned_slots(plan, plan.thresholds))
+    store_for(tmp_path / "cache" / "noise", probe, names=every, between=0.6, within=0.6)
+    out = tmp_path / "ab"
+    proc = gate_subprocess("ab", "--plan", str(path), "--out", str(out), "--profile", "never",
+                           "--noise-dir", str(tmp_path / "none"),
+                           env={"GATE_CACHE_DIR": str(tmp_path / "cache")}, timeout=300)
+    assert proc.returncode == EXIT_UNDECIDABLE, proc.stdout + proc.stderr
+    assert "design: screening: this runner's calibration cannot decide the thresholds" \
+        in proc.stderr
+    assert "screened one block: no gross slowdown" in proc.stderr
+    assert "need a plan this runner can decide" in proc.stderr
+    assert "Lengthen the cells" in proc.stderr and "Traceback" not in proc.stderr
+    assert len({c.repeat for c in load_results(out / "head").cells}) == 2  # one block
