@@ -300,17 +300,18 @@ def ab(options: ABOptions) -> ABResult:
         # Thresholds out of reach on this runner: gross effects can still be judged.
         if not options.screen:
             raise
-        design, why = _screening_design(plan, _screening_reason(exc)), exc
+        why = exc
+        design = _screening_design(plan, _screening_reason(why))
     options.progress(f"design: {design.description}")
     abrun = ABRun(plan, thresholds, noise, design, sides, options.out, options.cache_dir,
                   options.progress, Profiler(plan, options.out, options.profiling,
                                               options.progress),
                   screening=None if why is None else _screening_reason(why))
     result = _finish(abrun, _start_state(abrun))
-    if isinstance(why, Uncalibrated) and result.verdict.outcome == Outcome.INCONCLUSIVE:
-        raise Uncalibrated(screened_message(result.verdict, why), why.more_blocks)
-    if isinstance(why, TooNoisy) and result.verdict.outcome == Outcome.INCONCLUSIVE:
-        raise TooNoisy(screened_message(result.verdict, why))
+    if why is not None and result.verdict.outcome == Outcome.INCONCLUSIVE:
+        message = screened_message(result.verdict, why)
+        raise Uncalibrated(message, why.more_blocks) if isinstance(why, Uncalibrated) \
+            else TooNoisy(message)
     return result
 
 

@@ -58,8 +58,7 @@ def render(results: Results) -> str:
         f"OMP_NUM_THREADS {fp.omp_num_threads or 'unset'}",
         f"vllm {fp.vllm_version or '?'}, "
         f"torch {fp.versions.get('torch', '?')}, "
-        f"{results.plan.server.structured_outputs_backend or 'auto'} backend "
-        f"({fp.backend_package(results.plan.server.structured_outputs_backend)}), "
+        f"{results.plan.backend} backend ({fp.backend_package(results.plan.backend)}), "
         f"{runner_line(fp)}",
         "",
         cells_table(results),

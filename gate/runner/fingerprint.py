@@ -66,12 +66,12 @@ class Fingerprint(BaseModel):
     model_runner_line: str | None = Field(None, description="the log line that named it")
     probe_error: str | None = None
 
-    def backend_package(self, backend: str | None) -> str:
-        """`backend`'s grammar compiler and its version in the server's interpreter, e.g.
-        "llguidance 1.7.6" for guidance; None (vLLM's `auto`: xgrammar, else guidance) names
-        both."""
-        dists = [BACKEND_DISTRIBUTIONS.get(backend, backend)] if backend else \
-            ["xgrammar", "llguidance"]
+    def backend_package(self, backend: str) -> str:
+        """`backend`'s grammar compiler (`Plan.backend`) and its version in the server's
+        interpreter, e.g. "llguidance 1.7.6" for guidance; `auto` (xgrammar, else guidance)
+        names both."""
+        dists = ["xgrammar", "llguidance"] if backend == "auto" else \
+            [BACKEND_DISTRIBUTIONS.get(backend, backend)]
         return ", ".join(f"{d} {self.versions.get(d, '?')}" for d in dists)
 
     @property
