@@ -11,7 +11,7 @@ the reference build only when something is left to measure."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from gate.core.errors import GateError
@@ -21,6 +21,7 @@ from gate.evidence.bisect_record import HunksOutcome, HunksResult, HunksState, H
 from gate.evidence.ddmin import Config, ddmin
 from gate.evidence.hunk_patch import apply_hunks
 from gate.evidence.hunks import HunkSet
+from gate.flows.ab import Profiling
 from gate.flows.bisect_ab import ABRunner, ABSettings, BuildUnderTest, decide
 from gate.flows.bisect_builds import NotBuilt, StepBuilds, fresh_folder
 from gate.flows.bisect_result import effect_text
@@ -118,6 +119,13 @@ class Tester:
         return HunkTest(**{**fields, "seconds": round(time.monotonic() - started, 1)},
                         number=number, hunks=sorted(config))
 
+    def _settings_for(self, done: int) -> ABSettings:
+        """Only the whole change's profile is read (it orders the hunks, `_order`): a test of
+        a subset skips profiling, which costs both builds' sampling windows after its rounds."""
+        if done == 0:
+            return self.settings
+        return replace(self.settings, profiling=Profiling(policy="never"))
+
     def _fields(self, config: Config, folder: Path, reference: HunkReference) -> dict:
         state = self.state
         try:
@@ -129,7 +137,7 @@ class Tester:
         modules = sorted({m for p in files if (m := module_name(p))})
         if problem := reference.builds.import_problem(build, reference.build, modules):
             return {"reproduces": False, "reason": problem, "build": build.how}
-        measured = decide(self.settings, reference.side,
+        measured = decide(self._settings_for(len(state.tests)), reference.side,
                           BuildUnderTest(build.python, build.env), folder, self.run)
         return {**measured.model_dump(), "build": build.how,
                 "reproduces": measured.outcome == Outcome.FAIL,

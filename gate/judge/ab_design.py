@@ -9,6 +9,7 @@ for want of a noise estimate.
 
 from __future__ import annotations
 
+import math
 import shlex
 from dataclasses import dataclass
 
@@ -16,8 +17,9 @@ from gate.core.errors import CannotDecide
 from gate.judge import sequential as seq
 from gate.judge.checks import planned_slots
 from gate.judge.noise import ENOUGH_BLOCK_DF, CalibrationDesign, Noise
+from gate.judge.reach import LONGEST_BLOCKS, MAX_FACTOR, Check, longer_design, looser_thresholds
 from gate.judge.sequential import ucb_factor
-from gate.judge.sizing import AA_DECIDED_GOAL, MAX_BLOCKS, Sizing, size
+from gate.judge.sizing import AA_DECIDED_GOAL, MAX_BLOCKS, Cost, Sizing, size
 from gate.plan.spec import Plan
 from gate.plan.thresholds import Thresholds
 
@@ -79,7 +81,7 @@ def design_ab(plan: Plan, thresholds: Thresholds, noise: Noise) -> ABDesign:
     """The design the calibration sizes for `plan`, or CannotDecide naming the fix."""
     calibrated = calibrated_design(plan)
     slots = planned_slots(plan, thresholds)
-    specs, spreads, missing = [], [], []
+    specs, spreads, fields, missing = [], [], [], []
     for slot in slots:
         threshold = slot.threshold(thresholds)
         prior = noise.prior(slot.name, calibrated)
@@ -89,18 +91,22 @@ def design_ab(plan: Plan, thresholds: Thresholds, noise: Noise) -> ABDesign:
             continue
         specs.append(seq.CheckSpec(slot.name, threshold, slot.metric.direction, prior))
         spreads.append(spread)
+        fields.append(slot.metric.threshold_field)
     if missing or not specs:
         raise Uncalibrated(_uncalibrated(plan, noise, missing or ["every check"]))
     cost = noise.cost(calibrated)
     if cost is None:
         raise Uncalibrated(_uncalibrated(plan, noise, ["the cost of a block"]))
-    sizing = size(specs, spreads, plan.ab.rounds_per_block, cost)
+    largest = design_blocks(plan)
+    sizing = size(specs, spreads, plan.ab.rounds_per_block, cost, max_blocks=largest)
     if not sizing.reachable:
         block_df = min(s.prior.block_df for s in specs if s.prior is not None)
         if block_df < ENOUGH_BLOCK_DF:
             more = int(ENOUGH_BLOCK_DF - block_df)
             raise Uncalibrated(_too_noisy(plan, sizing, block_df), more_blocks=more)
-        raise TooNoisy(_too_noisy(plan, sizing, block_df))
+        checks = [Check(*c) for c in zip(specs, spreads, fields, strict=True)]
+        raise TooNoisy(_too_noisy(plan, sizing, block_df) + what_would_decide(
+            plan, checks, cost, largest))
     _check_fits(plan, sizing, noise)
     return ABDesign(sizing.design, sizing, calibrated, tuple(s.name for s in specs),
                     budget_note(plan, sizing))
@@ -138,17 +144,53 @@ def _check_fits(plan: Plan, sizing: Sizing, noise: Noise) -> None:
             "hold the whole design)")
 
 
+def design_blocks(plan: Plan) -> int:
+    """The most blocks a design of `plan` may have: MAX_BLOCKS, or more when the plan's
+    max_rounds asks for them (up to LONGEST_BLOCKS: what `what_would_decide` may propose)."""
+    return min(max(MAX_BLOCKS, plan.ab.max_rounds // plan.ab.rounds_per_block), LONGEST_BLOCKS)
+
+
 def _too_noisy(plan: Plan, sizing: Sizing, block_df: float) -> str:
     text = (f"this runner's calibration cannot decide plan {plan.name!r}'s thresholds within "
-            f"{MAX_BLOCKS} blocks ({sizing.describe()}). ")
+            f"{sizing.design.max_blocks} blocks ({sizing.describe()}). ")
     if block_df < ENOUGH_BLOCK_DF:
         more = int(ENOUGH_BLOCK_DF - block_df)
         return text + (
             f"Its spread rests on {int(block_df) + 1} server pairs and is taken at its upper "
             f"confidence bound (x{ucb_factor(block_df):.2f}): calibrate {more} more blocks "
             f"(`{calibration_command(plan, more)}`; runs pool)")
-    return text + ("Lengthen the cells (sweep.window_s: a round's noise shrinks, the spread "
-                   "between server pairs does not) or loosen the thresholds")
+    return text
+
+
+def what_would_decide(plan: Plan, checks: list[Check], cost: Cost, largest: int) -> str:
+    """The budget that would decide the plan's thresholds here, and the thresholds this
+    runner decides within `largest` blocks (gate.judge.reach), as flags of `gate ab`."""
+    block = plan.ab.rounds_per_block
+    options = []
+    longer = longer_design(checks, block, cost) if largest < LONGEST_BLOCKS else None
+    if longer is not None:
+        d = longer.design
+        options.append(
+            f"the same thresholds in up to {d.max_blocks} blocks (`--max-rounds {d.max_rounds} "
+            f"--budget-minutes {math.ceil(longer.minutes_max)}`; a healthy A/B then decides in "
+            f"a median of {longer.aa_minutes_median:.0f} min)")
+    looser = looser_thresholds(checks, block, cost, largest)
+    if looser is not None:
+        flags = looser.flags()
+        decide_blocks = looser.sizing.blocks_to_decide() or looser.sizing.design.max_blocks
+        decide_minutes = decide_blocks * looser.sizing.block_s / 60
+        if plan.ab.budget_minutes is not None and decide_minutes > plan.ab.budget_minutes:
+            flags += f" --budget-minutes {math.ceil(decide_minutes)}"  # as _check_fits asks
+        options.append(
+            f"within {looser.sizing.design.max_blocks} blocks, looser thresholds "
+            f"(`{flags}`; a healthy A/B then decides in a median of "
+            f"{looser.sizing.aa_minutes_median:.0f} min, {looser.sizing.minutes_max:.0f} min "
+            "at most)")
+    if not options:
+        return (f"Neither {LONGEST_BLOCKS} blocks nor thresholds up to {MAX_FACTOR:g}x the "
+                "plan's decide here: lengthen the cells (sweep.window_s: a round's noise "
+                "shrinks, the spread between server pairs does not)")
+    return "What would decide here: " + "; or ".join(options)
 
 
 def budget_note(plan: Plan, sizing: Sizing) -> str:

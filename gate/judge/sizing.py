@@ -67,6 +67,10 @@ class Sizing:
     block_s: float
     # healthy A/Bs decided within 1, 2, ... blocks (what a budget shorter than the design buys)
     aa_decided_by: tuple[float, ...] = ()
+    # per check, in the order sized: its miss at 1.5x its threshold, and how often it passed
+    # at no change within the design (what keeps a design from its goals: gate.judge.reach)
+    misses: tuple[float, ...] = ()
+    passed: tuple[float, ...] = ()
 
     def blocks_to_decide(self, goal: float = AA_DECIDED_GOAL) -> int | None:
         """The fewest blocks within which `goal` of healthy A/Bs decide."""
@@ -185,6 +189,7 @@ def _rates(zero: Runs, at_theta1: list[Runs], design: seq.Design, cost: Cost) ->
         regression_rounds.append(float(np.median(u)))
     false_fail, decided = float(np.mean(verdict == 1)), float(np.mean(verdict == -1))
     miss = max(misses)
+    passed = np.mean((zero.code == -1) & (zero.at <= rounds), axis=1)
     return Sizing(
         design=design,
         reachable=false_fail <= FALSE_FAIL_GOAL and miss <= MISS_GOAL
@@ -192,4 +197,5 @@ def _rates(zero: Runs, at_theta1: list[Runs], design: seq.Design, cost: Cost) ->
         false_fail=false_fail, miss=miss, aa_decided=decided,
         aa_rounds_median=float(np.median(used)),
         regression_rounds_median=max(regression_rounds),
-        block_s=cost.block_s(design.rounds_per_block))
+        block_s=cost.block_s(design.rounds_per_block),
+        misses=tuple(misses), passed=tuple(float(x) for x in passed))

@@ -123,10 +123,12 @@ class FakeAB:
     unfinished: bool = False
     resumed: list[Path] = field(default_factory=list)
     sides: dict[Path, tuple[BuildUnderTest, BuildUnderTest]] = field(default_factory=dict)
+    profiling: list[str] = field(default_factory=list)  # each new A/B's profiling policy
 
     def run(self, settings: ABSettings, base: BuildUnderTest, head: BuildUnderTest,
             out: Path) -> ABRun:
         self.sides[out] = (base, head)
+        self.profiling.append(settings.profiling.policy)
         return self._measure(base, head, out)
 
     def resume(self, settings: ABSettings, out: Path, budget_minutes: float | None) -> ABRun:

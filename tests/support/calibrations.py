@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
+from gate.judge import sequential as seq
+from gate.judge.checks import planned_slots
 from gate.judge.noise import (
     CalibrationCost,
     CalibrationDesign,
@@ -20,7 +22,14 @@ from gate.judge.noise import (
     runner_key,
     store_run,
 )
+from gate.judge.sizing import Spread
 from gate.measure.results import Results
+from gate.plan.spec import load_plan
+from support.factories import cell, make_results
+
+CPU_SMOKE = load_plan("cpu-smoke")
+# every check cpu-smoke judges: its drain, TPOT p50 per level, TTFT and the overheads
+CPU_SMOKE_CHECKS = tuple(s.name for s in planned_slots(CPU_SMOKE, CPU_SMOKE.thresholds))
 
 PROVENANCE = NoiseProvenance(date="2026-11-30", gate_version="0.1.0", runner="test runner",
                              command="gate calibrate --blocks 10")
@@ -83,3 +92,21 @@ def store_for(directory: Path, results: Results, **kw) -> Path:
     kw.setdefault("rounds_per_block", design.rounds_per_block)
     kw.setdefault("servers", design.servers)
     return store_run(directory, key_of(results), calibration_run(**kw))
+
+
+def cpu_smoke_results(levels=(4, 8)) -> Results:
+    """Results of the cpu-smoke plan's cells (drain, and both arms of each sweep level)."""
+    cells = [cell("drain", "guided", 8)]
+    for level in levels:
+        cells += [cell("sweep", "guided", level), cell("sweep", "free", level)]
+    return make_results(cells, plan=CPU_SMOKE, gpu=None)
+
+
+def specs_and_spreads(between: float, within: float, k: int = 3, size_: int = 2
+                      ) -> tuple[list[seq.CheckSpec], list[Spread]]:
+    """`k` checks at a 10% threshold, each with this calibrated spread (9 df)."""
+    spread = Spread(between, within)
+    prior = seq.Prior(block_sd=spread.block_sd(size_), block_df=9, within_sd=within,
+                      within_df=9, round_sd=math.hypot(between, within), round_df=9)
+    specs = [seq.CheckSpec(f"c{i}", 10.0, seq.LOWER, prior) for i in range(k)]
+    return specs, [spread] * k

@@ -82,6 +82,17 @@ def test_the_hunk_the_profile_blames_is_tried_alone_first(change, tmp_path):
     assert state.suspect == slow_index(result) and state.order[0] == slow_index(result)
 
 
+def test_only_the_whole_change_is_profiled(change, tmp_path):
+    """Its profile diff orders the hunks; a subset's profile would be read by nothing."""
+    opts, installed, _ = change
+    fake = FakeAB(installed)
+    chosen = settings(tmp_path)
+    chosen.profiling = ab.Profiling("auto")
+    result = bisect_hunks(opts, chosen, fake)
+    assert len(result.tests) > 1
+    assert fake.profiling == ["auto"] + ["never"] * (len(result.tests) - 1)
+
+
 def test_a_configuration_is_the_parent_with_only_the_chosen_hunks(change, tmp_path):
     opts, installed, _ = change
     result = bisect_hunks(opts, settings(tmp_path), FakeAB(installed))

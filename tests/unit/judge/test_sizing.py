@@ -8,26 +8,21 @@ import math
 import numpy as np
 import pytest
 import yaml
-from support.calibrations import calibration_run, noise_for_results
-from support.factories import cell, make_results
+from support.calibrations import (
+    CPU_SMOKE,
+    CPU_SMOKE_CHECKS,
+    calibration_run,
+    cpu_smoke_results,
+    noise_for_results,
+    specs_and_spreads,
+)
 
 from gate.core.errors import EXIT_UNDECIDABLE, CannotDecide
-from gate.judge import sequential as seq
 from gate.judge.ab_design import Uncalibrated, calibration_command, design_ab
 from gate.judge.checks import judged, planned_slots, ratio_slots, slots
 from gate.judge.noise import Noise
 from gate.judge.sizing import FALSE_FAIL_GOAL, MISS_GOAL, Cost, Layout, Spread, draw, size
 from gate.plan.spec import apply_overrides, load_plan, pin_runner
-
-CPU_SMOKE = load_plan("cpu-smoke")
-
-
-def specs_and_spreads(between: float, within: float, k: int = 3, size_: int = 2):
-    spread = Spread(between, within)
-    prior = seq.Prior(block_sd=spread.block_sd(size_), block_df=9, within_sd=within,
-                      within_df=9, round_sd=math.hypot(between, within), round_df=9)
-    specs = [seq.CheckSpec(f"c{i}", 10.0, seq.LOWER, prior) for i in range(k)]
-    return specs, [spread] * k
 
 
 def test_a_block_costs_a_pair_of_server_starts_and_its_rounds():
@@ -64,13 +59,6 @@ def test_noise_far_beyond_the_thresholds_is_unreachable():
 # ---------------------------------------------------------------- gate ab's design
 
 
-def cpu_smoke_results(levels=(4, 8)):
-    cells = [cell("drain", "guided", 8)]
-    for level in levels:
-        cells += [cell("sweep", "guided", level), cell("sweep", "free", level)]
-    return make_results(cells, plan=CPU_SMOKE, gpu=None)
-
-
 def test_the_planned_checks_are_the_ones_the_results_will_give():
     res = cpu_smoke_results()
     found = judged(slots(res), CPU_SMOKE.thresholds) + \
@@ -103,8 +91,7 @@ def test_no_calibration_stops_before_measuring_and_names_the_fix():
     assert "no calibration found" in text and "drain.req_per_min" in text
 
 
-# every check cpu-smoke judges: its drain, TPOT p50 per level, TTFT and the overheads
-NAMES = tuple(s.name for s in planned_slots(CPU_SMOKE, CPU_SMOKE.thresholds))
+NAMES = CPU_SMOKE_CHECKS
 
 
 def test_a_calibrated_runner_gets_a_design_within_the_plans_budget():
@@ -143,7 +130,8 @@ def test_a_budget_too_small_is_said_before_spending_it_with_the_budget_that_woul
 
 def test_a_runner_too_noisy_for_the_thresholds_is_told_what_helps():
     noise = noise_for_results(cpu_smoke_results(), names=NAMES, between=0.3, within=0.3)
-    with pytest.raises(CannotDecide, match="Lengthen the cells"):
+    with pytest.raises(CannotDecide, match=r"Neither 60 blocks nor thresholds up to 3x .* "
+                       "lengthen the cells"):
         design_ab(CPU_SMOKE, CPU_SMOKE.thresholds, noise)
     few = noise_for_results(cpu_smoke_results(), names=NAMES, between=0.04, within=0.05,
                             blocks=3)
