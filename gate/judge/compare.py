@@ -98,11 +98,29 @@ def _validity(res: Results, thresholds: Thresholds, who: str) -> Judged:
 
 def _relative_check(slot: Slot, threshold: float, interval: seq.Interval, outcome: Outcome,
                     **kw) -> Check:
+    # An unbounded or uselessly wide interval (a check whose spread rests on one or two blocks
+    # of this run's own, its calibration set aside) is kept as none: see bounded_interval.
+    bounded = bounded_interval(interval)
     return Check(
         name=slot.name, label=slot.label, kind="relative", direction=slot.metric.direction,
         unit=slot.metric.unit, concurrency=slot.concurrency, arm=slot.arm,
-        delta_pct=interval.mean_pct, ci_low_pct=interval.lo_pct, ci_high_pct=interval.hi_pct,
+        delta_pct=interval.mean_pct, ci_low_pct=interval.lo_pct if bounded else None,
+        ci_high_pct=interval.hi_pct if bounded else None,
         threshold=threshold, outcome=outcome, **kw)
+
+
+# An interval wider than this factor (high end over low end, as ratios) says nothing about a
+# threshold of 10-25%: it is shown as none ("no interval yet"), never as -88% .. +827%.
+MAX_SHOWN_SPAN = 4.0
+
+
+def bounded_interval(interval: seq.Interval) -> bool:
+    """Both ends finite, the low end above -100% (a ratio's log interval at -inf), and the
+    whole within a factor MAX_SHOWN_SPAN."""
+    lo, hi = interval.lo_pct, interval.hi_pct
+    if not (math.isfinite(lo) and math.isfinite(hi)) or lo <= -100.0:
+        return False
+    return (1.0 + hi / 100.0) / (1.0 + lo / 100.0) <= MAX_SHOWN_SPAN
 
 
 # ---------------------------------------------------------------- A/B: the sequential test
@@ -436,6 +454,9 @@ def _runner_notes(head: Results, base: Results | None) -> tuple[list[str], list[
 
 def _describe(c: Check) -> str:
     if c.kind == "relative":
+        if c.ci_low_pct is None or c.ci_high_pct is None:
+            return (f"{c.label} {c.delta_pct:+.1f}% (no interval yet: too few blocks of its "
+                    f"own spread, threshold {c.threshold:g}%)")
         kind = "range of its rounds" if c.interval_is_range else "interval"
         return (f"{c.label} {c.delta_pct:+.1f}% ({kind} {c.ci_low_pct:+.1f}% to "
                 f"{c.ci_high_pct:+.1f}%, threshold {c.threshold:g}%)")

@@ -17,8 +17,9 @@ block means so far, fail at LLR >= log((1 - beta) / alpha), pass at LLR <= log(b
 alpha)), otherwise one more block, up to the design's maximum (then inconclusive). s^2 pools
 the calibration's spread of a block mean with this run's own spread of block means and takes
 the pool at its upper confidence bound for the degrees of freedom behind it. A run whose blocks or rounds
-vary more than the calibration says (F test) sets the calibration aside: the check then rests
-on its own spread, at its upper confidence bound, and says to recalibrate. Before the first
+vary more than the calibration says (F test, on every round so far, at each look) sets the
+calibration aside at that look: the check then rests on its own spread, at its upper confidence
+bound, and says to recalibrate. Before the first
 block ends there is one look, after round 1, that can only fail, and only a gross effect:
 one round's interval (one server pair, the calibration's spread of a round) wholly past
 theta1 at a tiny alpha.
@@ -250,7 +251,11 @@ def _block_look(b: np.ndarray, spec: CheckSpec, design: Design, paths: _Paths) -
     s2 = means.var(axis=1, ddof=1) if j > 1 else np.zeros(b.shape[0])
     within = ((blocks - means[:, :, None]) ** 2).sum(axis=(1, 2))
     if spec.prior is not None:
-        paths.aside |= _noisier(s2, within, j, size, spec.prior)
+        # Judged afresh at every look on every round so far, not kept once seen: on a 2-core
+        # runner one stalled cell in the first block (its F test has 1 df) would otherwise
+        # leave a healthy check on its own spread, undecidable, for the rest of the A/B.
+        open_ = paths.code == 0
+        paths.aside[open_] = _noisier(s2, within, j, size, spec.prior)[open_]
     var, df = _pooled(s2, j, spec.prior, paths.aside)
     center = means.mean(axis=1)
     zone = zone_for(spec.threshold_pct)

@@ -82,8 +82,8 @@ def _fmt(value: float | None, unit: str = "") -> str:
 def _check_row(c: Check) -> list[str]:
     if c.kind == "relative":
         delta = f"{c.delta_pct:+.1f}%"
-        interval = ("range " if c.interval_is_range else "") + \
-            f"{c.ci_low_pct:+.1f}% .. {c.ci_high_pct:+.1f}%"
+        interval = "none yet" if c.ci_low_pct is None or c.ci_high_pct is None else \
+            ("range " if c.interval_is_range else "") + f"{c.ci_low_pct:+.1f}% .. {c.ci_high_pct:+.1f}%"
         threshold = f"{'-' if c.direction == 'higher_is_better' else '+'}{c.threshold:g}%"
     else:
         delta = ""

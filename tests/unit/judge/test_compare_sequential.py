@@ -14,6 +14,7 @@ from gate.judge.compare import ABReference, compare_results
 from gate.judge.noise import Noise
 from gate.judge.verdict import Outcome
 from gate.plan.thresholds import Thresholds
+from gate.report.terminal import render_verdict
 from gate.runner.doctor import DoctorReport, Finding, Severity
 
 T = Thresholds()
@@ -86,6 +87,19 @@ def test_rounds_noisier_than_the_calibration_set_it_aside():
     tpot = check(ab(head, base), "sweep.c8.tpot_p50_ms")
     assert tpot.outcome == Outcome.INCONCLUSIVE
     assert "set aside" in tpot.note and "gate calibrate" in tpot.note
+
+
+def test_a_check_judged_on_one_block_of_its_own_spread_shows_no_interval():
+    """Its calibration set aside after the first block, a check's spread rests on that one
+    block alone: its interval is unbounded, kept as none and said in words, never printed as
+    -100% .. +inf%."""
+    v = ab(rounds([10.0, 13.0]), rounds([10.0, 7.6]))
+    tpot = check(v, "sweep.c8.tpot_p50_ms")
+    assert "set aside" in tpot.note and tpot.outcome == Outcome.INCONCLUSIVE
+    assert tpot.ci_low_pct is None and tpot.ci_high_pct is None
+    assert "inf" not in v.headline and "-100.0%" not in v.headline
+    assert v.headline.startswith(f"INCONCLUSIVE: {tpot.label} ") and "no interval yet" in v.headline
+    assert "Infinity" not in v.model_dump_json() and "inf" not in render_verdict(v)
 
 
 def test_no_calibration_is_named_and_decides_only_on_the_runs_own_spread():
