@@ -130,5 +130,5 @@ def test_a_runner_too_noisy_for_the_thresholds_still_screens_for_gross_effects(t
         in proc.stderr
     assert "screened one block: no gross slowdown" in proc.stderr
     assert "need a plan this runner can decide" in proc.stderr
-    assert "Lengthen the cells" in proc.stderr and "Traceback" not in proc.stderr
+    assert "lengthen the cells" in proc.stderr and "Traceback" not in proc.stderr
     assert len({c.repeat for c in load_results(out / "head").cells}) == 2  # one block
