@@ -294,19 +294,20 @@ def ab(options: ABOptions) -> ABResult:
              for b in (options.base, options.head)}
     noise = noise_for(noise_dirs(options.noise_dirs, options.cache_dir), plan.name,
                       plan.measurement_hash(), sides["head"].fingerprint)
+    screening: str | None = None  # why one block judges gross effects only
     try:
         design, why = FixedDesign.of(design_ab(plan, thresholds, noise)), None
     except (Uncalibrated, TooNoisy) as exc:
         # Thresholds out of reach on this runner: gross effects can still be judged.
         if not options.screen:
             raise
-        why = exc
-        design = _screening_design(plan, _screening_reason(why))
+        why, screening = exc, _screening_reason(exc)
+        design = _screening_design(plan, screening)
     options.progress(f"design: {design.description}")
     abrun = ABRun(plan, thresholds, noise, design, sides, options.out, options.cache_dir,
                   options.progress, Profiler(plan, options.out, options.profiling,
                                               options.progress),
-                  screening=None if why is None else _screening_reason(why))
+                  screening=screening)
     result = _finish(abrun, _start_state(abrun))
     if why is not None and result.verdict.outcome == Outcome.INCONCLUSIVE:
         message = screened_message(result.verdict, why)

@@ -81,7 +81,8 @@ def design_ab(plan: Plan, thresholds: Thresholds, noise: Noise) -> ABDesign:
     """The design the calibration sizes for `plan`, or CannotDecide naming the fix."""
     calibrated = calibrated_design(plan)
     slots = planned_slots(plan, thresholds)
-    specs, spreads, fields, missing = [], [], [], []
+    checks: list[Check] = []
+    missing = []
     for slot in slots:
         threshold = slot.threshold(thresholds)
         prior = noise.prior(slot.name, calibrated)
@@ -89,22 +90,22 @@ def design_ab(plan: Plan, thresholds: Thresholds, noise: Noise) -> ABDesign:
         if prior is None or spread is None or threshold is None:
             missing.append(slot.name)
             continue
-        specs.append(seq.CheckSpec(slot.name, threshold, slot.metric.direction, prior))
-        spreads.append(spread)
-        fields.append(slot.metric.threshold_field)
+        checks.append(Check(seq.CheckSpec(slot.name, threshold, slot.metric.direction, prior),
+                            spread, slot.metric.threshold_field))
+    specs = [c.spec for c in checks]
     if missing or not specs:
         raise Uncalibrated(_uncalibrated(plan, noise, missing or ["every check"]))
     cost = noise.cost(calibrated)
     if cost is None:
         raise Uncalibrated(_uncalibrated(plan, noise, ["the cost of a block"]))
     largest = design_blocks(plan)
-    sizing = size(specs, spreads, plan.ab.rounds_per_block, cost, max_blocks=largest)
+    sizing = size(specs, [c.spread for c in checks], plan.ab.rounds_per_block, cost,
+                  max_blocks=largest)
     if not sizing.reachable:
         block_df = min(s.prior.block_df for s in specs if s.prior is not None)
         if block_df < ENOUGH_BLOCK_DF:
             more = int(ENOUGH_BLOCK_DF - block_df)
             raise Uncalibrated(_too_noisy(plan, sizing, block_df), more_blocks=more)
-        checks = [Check(*c) for c in zip(specs, spreads, fields, strict=True)]
         raise TooNoisy(_too_noisy(plan, sizing, block_df) + what_would_decide(
             plan, checks, cost, largest))
     _check_fits(plan, sizing, noise)
@@ -132,9 +133,8 @@ def _check_fits(plan: Plan, sizing: Sizing, noise: Noise) -> None:
             f"({sizing.describe()}); the plan allows {plan.ab.max_rounds}: raise --max-rounds "
             f"to {need.max_rounds}")
     budget = plan.ab.budget_minutes
-    decide_blocks = sizing.blocks_to_decide() or need.max_blocks
-    if budget is not None and decide_blocks * sizing.block_s > budget * 60:
-        minutes = decide_blocks * sizing.block_s / 60
+    decide_blocks, minutes = _to_decide(sizing)
+    if budget is not None and minutes > budget:
         raise CannotDecide(
             f"a budget of {budget:g} runner minutes cannot reach a decision on this runner: "
             f"healthy A/Bs of plan {plan.name!r} need {decide_blocks} block(s), "
@@ -142,6 +142,13 @@ def _check_fits(plan: Plan, sizing: Sizing, noise: Noise) -> None:
             f"{sizing.minutes_max:.0f} min at most ({sizing.describe()}; {noise.description}): "
             f"raise --budget-minutes to {max(minutes, 1):.0f} (or {sizing.minutes_max:.0f} to "
             "hold the whole design)")
+
+
+def _to_decide(sizing: Sizing) -> tuple[int, float]:
+    """The blocks, and their runner minutes, within which AA_DECIDED_GOAL of healthy A/Bs
+    decide (the whole design when none is that short): what a budget must hold."""
+    blocks = sizing.blocks_to_decide() or sizing.design.max_blocks
+    return blocks, blocks * sizing.block_s / 60
 
 
 def design_blocks(plan: Plan) -> int:
@@ -177,8 +184,7 @@ def what_would_decide(plan: Plan, checks: list[Check], cost: Cost, largest: int)
     looser = looser_thresholds(checks, block, cost, largest)
     if looser is not None:
         flags = looser.flags()
-        decide_blocks = looser.sizing.blocks_to_decide() or looser.sizing.design.max_blocks
-        decide_minutes = decide_blocks * looser.sizing.block_s / 60
+        _, decide_minutes = _to_decide(looser.sizing)
         if plan.ab.budget_minutes is not None and decide_minutes > plan.ab.budget_minutes:
             flags += f" --budget-minutes {math.ceil(decide_minutes)}"  # as _check_fits asks
         options.append(
