@@ -304,6 +304,9 @@ def ab(options: ABOptions) -> ABResult:
         why, screening = exc, _screening_reason(exc)
         design = _screening_design(plan, screening)
     options.progress(f"design: {design.description}")
+    if why is not None:
+        # what would decide (or what to calibrate) before the block is spent, not only after
+        options.progress(f"  before screening: {why}")
     abrun = ABRun(plan, thresholds, noise, design, sides, options.out, options.cache_dir,
                   options.progress, Profiler(plan, options.out, options.profiling,
                                               options.progress),

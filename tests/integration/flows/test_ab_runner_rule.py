@@ -131,4 +131,7 @@ def test_a_runner_too_noisy_for_the_thresholds_still_screens_for_gross_effects(t
     assert "screened one block: no gross slowdown" in proc.stderr
     assert "need a plan this runner can decide" in proc.stderr
     assert "lengthen the cells" in proc.stderr and "Traceback" not in proc.stderr
+    # said before the block is spent too, not only after it
+    before = proc.stderr[:proc.stderr.index("starting vllm serve")]
+    assert "before screening:" in before and "lengthen the cells" in before
     assert len({c.repeat for c in load_results(out / "head").cells}) == 2  # one block
