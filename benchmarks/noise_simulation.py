@@ -36,11 +36,13 @@ from tabulate import tabulate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from gate.cli.common import assignments  # noqa: E402
 from gate.judge import noise as noise_mod  # noqa: E402
 from gate.judge import sequential as seq  # noqa: E402
 from gate.judge.ab_design import CALIBRATION_BLOCKS  # noqa: E402
-from gate.judge.checks import HIGHER, LOWER  # noqa: E402
+from gate.judge.checks import LOWER, planned_slots  # noqa: E402
 from gate.judge.sizing import Cost, Layout, Runs, Spread, draw, size, verdicts  # noqa: E402
+from gate.plan.spec import load_plan  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -86,11 +88,21 @@ def cpu_tier(args: argparse.Namespace) -> Tier:
     between = dict.fromkeys(within, args.cpu_between_pct)
     if args.calibration:
         between, within = _from_calibration(Path(args.calibration), "persistent", 2)
-    thresholds = {"drain.req_per_min": 10.0, "ratio.c8.tpot_p50": 20.0}
-    checks = tuple(CheckModel(n, thresholds.get(n, 10.0), HIGHER if n.startswith("drain") else
-                              LOWER, between[n] / 100, within[n] / 100) for n in within)
+    judged = plan_checks("cpu-smoke", args.threshold)
+    checks = tuple(CheckModel(n, *judged[n], between[n] / 100, within[n] / 100)
+                   for n in within if n in judged)
     return Tier("cpu-smoke", checks, "persistent", args.rounds_per_block,
                 Cost(args.cpu_pair_s, args.cpu_round_s), "")
+
+
+def plan_checks(plan_name: str, overrides: list[str] | None) -> dict[str, tuple[float, str]]:
+    """Threshold (%) and bad direction of each check the plan judges, as `gate ab` would
+    judge it with these `--threshold NAME=VALUE` overrides (a calibration holds more checks
+    than the four the default spreads cover: TTFT and its wait, at their own thresholds)."""
+    plan = load_plan(plan_name)
+    thresholds = plan.thresholds.with_overrides(assignments(overrides, "--threshold"))
+    return {slot.name: (slot.threshold(thresholds), slot.metric.direction)
+            for slot in planned_slots(plan, thresholds)}
 
 
 def gpu_tier(args: argparse.Namespace) -> Tier:
@@ -366,6 +378,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--calibration-blocks", type=int, default=CALIBRATION_BLOCKS)
     p.add_argument("--rounds-per-block", type=int, default=2)
     p.add_argument("--calibration", help="a schema v2 calibration file: the cpu tier's spreads")
+    p.add_argument("--threshold", action="append", metavar="NAME=VALUE",
+                   help="the cpu tier's thresholds as `gate ab --threshold` sets them")
     p.add_argument("--cpu-between-pct", type=float, default=2.0,
                    help="sd of a server pair's offset on the CPU runner, %% (default: from the "
                    "shipped calibration's one pair: rough)")
