@@ -158,8 +158,8 @@ def design_blocks(plan: Plan) -> int:
 
 
 def _too_noisy(plan: Plan, sizing: Sizing, block_df: float) -> str:
-    text = (f"this runner's calibration cannot decide plan {plan.name!r}'s thresholds within "
-            f"{sizing.design.max_blocks} blocks ({sizing.describe()}). ")
+    text = (f"this runner's calibration cannot decide the thresholds of plan {plan.name!r} "
+            f"within {sizing.design.max_blocks} blocks ({sizing.describe()}). ")
     if block_df < ENOUGH_BLOCK_DF:
         more = int(ENOUGH_BLOCK_DF - block_df)
         return text + (

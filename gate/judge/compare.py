@@ -181,10 +181,14 @@ class ABReference:
         assert threshold is not None  # judged() kept only slots with a threshold
         spec = seq.CheckSpec(slot.name, threshold, slot.metric.direction, prior)
         result = seq.replay(spec, [math.log(hv / bv) for bv, hv in pairs], design)
+        # The figures shown beside the delta come from the same rounds as the delta and its
+        # interval (the look that decided, or the last whole look): over every round they
+        # could read base 1.766, head 1.790 beside a delta of -2.1%.
+        shown = pairs[:result.rounds] if result.rounds else pairs
         return _relative_check(
             slot, threshold, result.interval, result.outcome,
-            base=_geomean([bv for bv, _ in pairs]), head=_geomean([hv for _, hv in pairs]),
-            head_n=len(pairs), base_n=len(pairs), decided_at_round=result.decided_at_round,
+            base=_geomean([bv for bv, _ in shown]), head=_geomean([hv for _, hv in shown]),
+            head_n=len(shown), base_n=len(shown), decided_at_round=result.decided_at_round,
             interval_source=_ab_source(result, design),
             note="this run varied more than its calibration: the calibration was set aside "
             "for this check (its own spread, widened); run gate calibrate again"

@@ -66,6 +66,20 @@ def test_a_healthy_ab_passes_at_the_end_of_a_block_not_before():
     assert {c.decided_at_round for c in v.checks if c.kind == "relative"} == {2}
 
 
+def test_base_and_head_are_shown_over_the_rounds_of_the_deciding_look():
+    """A check decided at round 2 keeps its delta and interval from that look; the base and
+    head beside them come from the same rounds, not from every round measured after it."""
+    base, head = rounds([10.0, 10.1, 10.0, 10.0]), rounds([10.05, 10.0, 10.6, 10.6])
+    v = ab(head, base)
+    tpot = check(v, "sweep.c8.tpot_p50_ms")
+    assert tpot.outcome == Outcome.PASS and tpot.decided_at_round == 2 and v.rounds == 4
+    assert tpot.head_n == tpot.base_n == 2
+    assert tpot.head / tpot.base == pytest.approx(1 + tpot.delta_pct / 100, rel=1e-9)
+    gross = check(ab(rounds([20.0, 10.0, 10.0]), rounds([10.0, 10.1, 9.9])),
+                  "sweep.c8.tpot_p50_ms")  # failed on round 1 alone: shown from round 1
+    assert (gross.head, gross.base, gross.head_n) == (pytest.approx(20.0), pytest.approx(10.0), 1)
+
+
 def test_a_quarter_slower_fails_only_at_a_block_end():
     base, head = rounds([10.0, 10.0, 10.0, 10.0]), rounds([12.5, 12.6, 12.4, 12.5])
     v = ab(head, base)
