@@ -239,12 +239,15 @@ def tier_table(tier: Tier, args: argparse.Namespace) -> list[list]:
     rows = []
     for off in (1.0, 1.5, 2.0):
         row, most = evaluate(tier, off, args)
-        rows.append([
-            "exact" if off == 1.0 else f"{off:g}x too small", f"{row.false_fail:.2%}",
-            f"{row.miss:.1%}", f"{row.aa_pass:.0%}", f"{row.aa_rounds:.0f}",
-            f"{minutes(tier, row.aa_rounds):.0f}", f"{row.miss_rounds:.0f}",
-            f"{most:.0f} ({minutes(tier, most):.0f} min)"])
+        rows.append(table_row("exact" if off == 1.0 else f"{off:g}x too small", tier, row, most))
     return rows
+
+
+def table_row(label: str, tier: Tier, row: Row, most: float) -> list[str]:
+    """One line of a tier's table (TIER_HEADERS)."""
+    return [label, f"{row.false_fail:.2%}", f"{row.miss:.1%}", f"{row.aa_pass:.0%}",
+            f"{row.aa_rounds:.0f}", f"{minutes(tier, row.aa_rounds):.0f}",
+            f"{row.miss_rounds:.0f}", f"{most:.0f} ({minutes(tier, most):.0f} min)"]
 
 
 TIER_HEADERS = ["calibration", "false fail, no change", "miss at 1.5x threshold",
@@ -336,10 +339,8 @@ def stress_row(tier: Tier, args: argparse.Namespace) -> list:
     spread = math.sqrt(0.2 * np.mean(np.log1p(np.linspace(0.10, 0.24, 50)) ** 2))
     stressed = replace(tier, checks=tuple(replace(c, between=spread) for c in tier.checks))
     row, most = evaluate(stressed, 1.0, args, mixture_offsets(0.10, 0.24, 0.2))
-    return ["exact; 10-24% offsets in 1 of 5 pairs (before the allocator fix)",
-            f"{row.false_fail:.2%}", f"{row.miss:.1%}", f"{row.aa_pass:.0%}",
-            f"{row.aa_rounds:.0f}", f"{minutes(stressed, row.aa_rounds):.0f}",
-            f"{row.miss_rounds:.0f}", f"{most:.0f} ({minutes(stressed, most):.0f} min)"]
+    return table_row("exact; 10-24% offsets in 1 of 5 pairs (before the allocator fix)",
+                     stressed, row, most)
 
 
 def stalled_rounds(share: float, low: float, high: float):
@@ -359,10 +360,8 @@ def stalled_row(tier: Tier, args: argparse.Namespace) -> list:
     """Error rates when one round in 20 of each check holds a 15-30% outlier that the
     calibration never saw (it was measured on normal noise alone: the worse case)."""
     row, most = evaluate(tier, 1.0, args, stalled_rounds(0.05, 0.15, 0.30), on_top=True)
-    return ["exact; a stalled cell (15-30%) in 1 of 20 rounds, none in the calibration",
-            f"{row.false_fail:.2%}", f"{row.miss:.1%}", f"{row.aa_pass:.0%}",
-            f"{row.aa_rounds:.0f}", f"{minutes(tier, row.aa_rounds):.0f}",
-            f"{row.miss_rounds:.0f}", f"{most:.0f} ({minutes(tier, most):.0f} min)"]
+    return table_row("exact; a stalled cell (15-30%) in 1 of 20 rounds, none in the calibration",
+                     tier, row, most)
 
 
 # ---------------------------------------------------------------- main
