@@ -14,8 +14,9 @@ minutes.
 
 Tiers: cpu-smoke with the spreads measured on the 2-core runner (round to round: its shipped
 calibration; between server pairs: the A/A means of that calibration's one pair, a rough
-estimate, 1 df; `--calibration FILE` takes both from a schema v2 calibration of blocks), and
-the GPU PR tier (a100-gemma4-26b-pr) with ASSUMED noise, marked so.
+estimate, 1 df; `--calibration FILE` takes both, and the costs of a pair and a round, from a
+calibration of blocks, pooled as `gate ab` pools it), and the GPU PR tier (a100-gemma4-26b-pr)
+with ASSUMED noise, marked so.
 
     .venv/bin/python benchmarks/noise_simulation.py                 # about a minute
     .venv/bin/python benchmarks/noise_simulation.py --tier cpu --calibration \\
@@ -43,6 +44,10 @@ from gate.judge.ab_design import CALIBRATION_BLOCKS  # noqa: E402
 from gate.judge.checks import LOWER, planned_slots  # noqa: E402
 from gate.judge.sizing import Cost, Layout, Runs, Spread, draw, size, verdicts  # noqa: E402
 from gate.plan.spec import load_plan  # noqa: E402
+
+# The spread between server pairs the default cpu tier assumes: a rough figure from the A/A
+# means of the shipped calibration's one pair (about one degree of freedom).
+DEFAULT_BETWEEN_PCT = 2.0
 
 
 @dataclass(frozen=True)
@@ -80,19 +85,30 @@ class Tier:
 
 
 def cpu_tier(args: argparse.Namespace) -> Tier:
-    """cpu-smoke on the 2-core runner: round-to-round spreads of the shipped calibration (12
-    rounds on one pair), between-pair offsets `--cpu-between-pct` (default: from that pair's
-    A/A means), costs of a pair (two starts, warm-ups, stops) and of a round as measured."""
+    """cpu-smoke on a 2-core runner. By default the spreads of the shipped calibration (12
+    rounds on one pair of the AMD EPYC class: between rounds) with `--cpu-between-pct` between
+    pairs, and the costs of a pair and a round measured there; with `--calibration FILE` (a
+    calibration of blocks of any runner) its spreads between pairs and between rounds and its
+    measured costs. `--cpu-between-pct`, `--cpu-pair-s` and `--cpu-round-s` override one."""
     within = {"drain.req_per_min": 3.16, "sweep.c4.tpot_p50_ms": 4.96,
               "sweep.c8.tpot_p50_ms": 2.88, "ratio.c8.tpot_p50": 5.09}
-    between = dict.fromkeys(within, args.cpu_between_pct)
+    between = dict.fromkeys(within, DEFAULT_BETWEEN_PCT)
+    measured = Cost(70.0, 65.0)
     if args.calibration:
-        between, within = _from_calibration(Path(args.calibration), "persistent", 2)
+        between, within, measured = _from_calibration(Path(args.calibration), "persistent",
+                                                      args.rounds_per_block)
+    if args.cpu_between_pct is not None:
+        between = dict.fromkeys(within, args.cpu_between_pct)
+    pair_s = args.cpu_pair_s or (measured.pair_s if measured else None)
+    round_s = args.cpu_round_s or (measured.round_s if measured else None)
+    if pair_s is None or round_s is None:
+        raise SystemExit(f"{args.calibration}: no measured cost of a server pair and a round: "
+                         "give --cpu-pair-s and --cpu-round-s")
     judged = plan_checks("cpu-smoke", args.threshold)
     checks = tuple(CheckModel(n, *judged[n], between[n] / 100, within[n] / 100)
                    for n in within if n in judged)
     return Tier("cpu-smoke", checks, "persistent", args.rounds_per_block,
-                Cost(args.cpu_pair_s, args.cpu_round_s), "")
+                Cost(pair_s, round_s), "")
 
 
 def plan_checks(plan_name: str, overrides: list[str] | None) -> dict[str, tuple[float, str]]:
@@ -119,18 +135,20 @@ def gpu_tier(args: argparse.Namespace) -> Tier:
                 f"{args.gpu_start_s:.0f} s")
 
 
-def _from_calibration(path: Path, servers: str, size_: int) -> tuple[dict, dict]:
-    """Between-pair and round-to-round spreads (%) per check from a stored calibration."""
+def _from_calibration(path: Path, servers: str, size_: int
+                      ) -> tuple[dict, dict, Cost | None]:
+    """Between-pair and round-to-round spreads (%) per check, pooled over the calibration's
+    runs as `gate ab` pools them, and the newest measured cost of a pair and a round."""
     cal = noise_mod.load_calibration(path)
     design = noise_mod.CalibrationDesign(servers=servers, rounds_per_block=size_)  # type: ignore[arg-type]
     between, within = {}, {}
-    for name in cal.runs[0].checks:
+    for name in sorted({n for run in cal.runs for n in run.checks}):
         spread = noise_mod.pool(cal.runs, name, design).spread()
         if spread is not None:
             between[name], within[name] = 100 * spread.between, 100 * spread.within
     if not between:
         raise SystemExit(f"{path}: no blocks of {size_} rounds measured")
-    return between, within
+    return between, within, noise_mod.Noise((cal,)).cost(design)
 
 
 # ---------------------------------------------------------------- calibrate, then A/B
@@ -379,13 +397,15 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--calibration", help="a schema v2 calibration file: the cpu tier's spreads")
     p.add_argument("--threshold", action="append", metavar="NAME=VALUE",
                    help="the cpu tier's thresholds as `gate ab --threshold` sets them")
-    p.add_argument("--cpu-between-pct", type=float, default=2.0,
-                   help="sd of a server pair's offset on the CPU runner, %% (default: from the "
-                   "shipped calibration's one pair: rough)")
-    p.add_argument("--cpu-pair-s", type=float, default=70.0,
-                   help="runner s to start, warm up and stop both cpu-smoke servers")
-    p.add_argument("--cpu-round-s", type=float, default=65.0,
-                   help="runner s of one cpu-smoke round of both builds")
+    p.add_argument("--cpu-between-pct", type=float,
+                   help="sd of a server pair's offset on the CPU runner, %% (default: the "
+                   "calibration's; without one, 2: rough)")
+    p.add_argument("--cpu-pair-s", type=float,
+                   help="runner s to start, warm up and stop both cpu-smoke servers (default: "
+                   "the calibration's; without one, 70)")
+    p.add_argument("--cpu-round-s", type=float,
+                   help="runner s of one cpu-smoke round of both builds (default: the "
+                   "calibration's; without one, 65)")
     p.add_argument("--gpu-within-pct", type=float, default=2.0)
     p.add_argument("--gpu-between-pct", type=float, default=2.0)
     p.add_argument("--gpu-start-s", type=float, default=300.0, help="one server start, s")

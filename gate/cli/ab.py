@@ -16,7 +16,7 @@ from gate.flows import ab, backends, calibrate
 from gate.judge.ab_design import CALIBRATION_BLOCKS, Uncalibrated
 from gate.judge.noise import cache_noise_dir
 from gate.judge.verdict import Verdict, save_verdict
-from gate.plan.spec import apply_overrides, load_plan, pin_runner
+from gate.plan.spec import Plan, apply_overrides, load_plan, pin_runner
 from gate.profile.diff_file import DiffSettings
 from gate.profile.sampling import DEFAULT_RATE_HZ, PROFILE_POLICIES, SamplingOptions
 from gate.report import terminal
@@ -164,10 +164,15 @@ def with_wait_findings(result: ab.ABResult) -> Verdict:
         "notes": result.verdict.notes + [f"where the wait is: {f}" for f in found]})
 
 
-def _options(args, settings: Settings, progress: Progress) -> ab.ABOptions:
-    plan = pin_runner(apply_overrides(load_plan(args.plan), drain_requests=args.drain_requests,
+def ab_plan(args) -> Plan:
+    """The plan this A/B measures: the named plan with the command line's changes."""
+    return pin_runner(apply_overrides(load_plan(args.plan), drain_requests=args.drain_requests,
                                       levels=args.levels, window_s=args.window,
                                       ab=ab_settings(args)), args.model_runner)
+
+
+def _options(args, settings: Settings, progress: Progress) -> ab.ABOptions:
+    plan = ab_plan(args)
     base, head = _builds(args)
     return ab.ABOptions(
         plan=plan, base=base, head=head, out=args.out, cache_dir=settings.cache_dir,

@@ -15,7 +15,7 @@ from gate.core.settings import Settings
 from gate.flows import ab, calibrate
 from gate.judge.ab_design import CALIBRATION_BLOCKS, calibrated_design
 from gate.judge.noise import DEFAULT_NOISE_DIR, load_all_calibrations, store_run
-from gate.plan.spec import BACKENDS, apply_overrides, load_plan, pin_runner
+from gate.plan.spec import BACKENDS, Plan, apply_overrides, load_plan, pin_runner
 
 
 def add_parser(sub) -> None:
@@ -43,8 +43,13 @@ def add_parser(sub) -> None:
                    help="measure nothing: add the runs of the calibrations in DIR (another "
                    "runner's, a CI artifact) to those in --noise-dir; a broken file stops it "
                    "before anything is written")
+    # The plan changes `gate ab` takes that shape what a calibration is of: its advice names
+    # the same flags, so the calibration it asks for is the one it will find.
+    p.add_argument("--drain-requests", type=int, help="override drain.requests")
     p.add_argument("--levels", type=int_list)
     p.add_argument("--window", type=float, help="override sweep.window_s (seconds per cell)")
+    p.add_argument("--servers", choices=["persistent", "per_round"],
+                   help="override ab.servers (a calibration counts for its own design only)")
     add_model_runner(p)
     p.add_argument("--backend", choices=BACKENDS,
                    help="calibrate the plan with this structured-output backend (its profile "
@@ -53,12 +58,19 @@ def add_parser(sub) -> None:
     p.set_defaults(handler=handle)
 
 
+def calibrated_plan(args) -> Plan:
+    """The plan this command calibrates: the named plan with the command line's changes."""
+    servers = {"servers": args.servers} if args.servers else {}
+    plan = pin_runner(apply_overrides(load_plan(args.plan), drain_requests=args.drain_requests,
+                                      levels=args.levels, window_s=args.window, ab=servers),
+                      args.model_runner)
+    return plan.for_backend(args.backend) if args.backend else plan
+
+
 def handle(args, settings: Settings) -> int:
     if args.merge:
         return merge(args.merge, args.noise_dir)
-    plan = pin_runner(apply_overrides(load_plan(args.plan), levels=args.levels,
-                                      window_s=args.window), args.model_runner)
-    plan = plan.for_backend(args.backend) if args.backend else plan
+    plan = calibrated_plan(args)
     build = ab.Build("build", ab.resolve_python(args.python), assignments(args.env, "--env"))
     done = calibrate.calibrate(calibrate.CalibrateOptions(
         plan=plan, build=build, blocks=args.blocks, out=args.out, store=args.noise_dir,

@@ -65,12 +65,9 @@ def calibrated_design(plan: Plan) -> CalibrationDesign:
 
 def calibration_command(plan: Plan, blocks: int = CALIBRATION_BLOCKS) -> str:
     """The command that calibrates `plan` as this run measures it: the plan as the user named
-    it (a file keeps its path), a backend plan (`NAME+BACKEND`) as `--backend`, the model
-    runner the plan pins."""
+    it (a file keeps its path), the model runner the plan pins, and the command-line changes
+    that made it (its backend among them; `Plan.calibrate_args`)."""
     args = ["gate", "calibrate", "--plan", plan.ref]
-    _, plus, backend = plan.name.partition("+")
-    if plus:
-        args += ["--backend", backend]
     pinned = plan.server.pinned_runner()
     if pinned is not None:
         args += ["--model-runner", pinned]

@@ -188,7 +188,12 @@ class PooledCheck:
         size = rounds_per_block or self.design.rounds_per_block
         per_round = self.design.servers == "per_round"
         round_var = spread.between**2 + spread.within**2
-        block_var, block_df = self.block_var, self.block_df
+        # A block's mean varies at least as its rounds imply (between-pair variance is not
+        # negative): block means that happened to scatter less say nothing smaller. Taken
+        # raw, such a low estimate made a healthy A/B's own blocks look noisier than the
+        # calibration (set aside) and let the sizing promise a design the truth does not meet.
+        block_var = max(self.block_var, (self.within_var or 0.0) / self.design.rounds_per_block)
+        block_df = self.block_df
         if size != self.design.rounds_per_block:
             block_var = round_var / size if per_round else \
                 spread.between**2 + spread.within**2 / size

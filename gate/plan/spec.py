@@ -338,9 +338,11 @@ class Plan(StrictModel):
             config.pop("disable_any_whitespace", None)
         server = self.server.model_copy(update={"structured_outputs_backend": backend,
                                                 "structured_outputs_config": config or None})
-        name = self.name if backend == self.server.structured_outputs_backend else \
-            f"{self.name}+{backend}"
-        return self.model_copy(update={"server": server, "backends": [], "name": name})
+        own = backend == self.server.structured_outputs_backend
+        measured = self.model_copy(update={"server": server, "backends": [],
+                                           "name": self.name if own else f"{self.name}+{backend}"})
+        measured._calibrate_args = [*self._calibrate_args, *([] if own else ["--backend", backend])]
+        return measured
 
     @property
     def backend(self) -> str:
@@ -469,8 +471,21 @@ def apply_overrides(plan: Plan, overrides: Overrides | None = None, **changes: A
     data["ab"].update(o.ab)
     changed = parse_plan(data, "(after command-line overrides)")
     changed._ref = plan._ref
-    # what `gate calibrate` must be told to measure the same cells (it takes these two)
-    changed._calibrate_args = [*plan._calibrate_args,
-                               *(["--levels", ",".join(map(str, o.levels))] if o.levels else []),
-                               *(["--window", f"{o.window_s:g}"] if o.window_s else [])]
+    changed._calibrate_args = [*plan._calibrate_args, *_calibrate_flags(o)]
     return changed
+
+
+def _calibrate_flags(o: Overrides) -> list[str]:
+    """What `gate calibrate` must be told to calibrate the plan these overrides make: the
+    changes to the measured cells (they change the plan's hash) and the server design (a
+    calibration counts for its own design only). Repeats, rounds and budgets change neither."""
+    flags = []
+    if o.drain_requests is not None:
+        flags += ["--drain-requests", str(o.drain_requests)]
+    if o.levels:
+        flags += ["--levels", ",".join(map(str, o.levels))]
+    if o.window_s is not None:
+        flags += ["--window", f"{o.window_s:g}"]
+    if o.ab.get("servers") is not None:
+        flags += ["--servers", str(o.ab["servers"])]
+    return flags

@@ -20,7 +20,9 @@ FIXTURE_OVERLAY = FIXTURES / "slow_bitmask"
 def small_plan(tmp_path: Path, **changes) -> tuple[Path, str]:
     """cpu-smoke shrunk for tests, with a unique served model name to find its processes by.
     `changes` are dotted keys, e.g. {"sweep.levels": [1, 4]}."""
-    data = load_plan("cpu-smoke").model_dump(mode="json", exclude_none=True)
+    # Nulls kept: cpu-smoke's null thresholds (the tails, the absolute guided/free bound) are
+    # "not judged", and left out they would come back judged at their defaults.
+    data = load_plan("cpu-smoke").model_dump(mode="json")
     name = f"gate-test-{uuid.uuid4().hex[:8]}"
     data["server"]["served_model_name"] = name
     # Eager mode: torch.compile's warm-up is about 18 s of each server start on the slower

@@ -136,8 +136,7 @@ def test_a_stored_calibration_sizes_the_test_and_a_small_budget_is_refused(tmp_p
     plan, marker = small_plan(tmp_path, **{"sweep.levels": [4, 8]})
     probe = recorded(this_machine, "head", [15.0]).model_copy(
         update={"plan": load_plan(str(plan)), "plan_hash": load_plan(str(plan)).measurement_hash()})
-    # every check the plan judges (small_plan's dump leaves null thresholds out: their defaults
-    # judge the tails)
+    # every check the plan judges
     every = tuple(s.name for s in planned_slots(load_plan(str(plan)), load_plan(str(plan)).thresholds))
     store_for(tmp_path / "cache" / "noise", probe, names=every, between=0.01, within=0.03)
     code, _, err = gate("ab", "--plan", str(plan), "--out", str(tmp_path / "ab"),

@@ -124,6 +124,30 @@ def test_a_prior_for_the_test_and_its_source():
     assert n.cost(PERSISTENT2) is not None
 
 
+def test_block_means_that_scattered_less_than_their_rounds_do_not_shrink_the_prior():
+    """As measured on a 2-core AMD EPYC runner (TPOT p50 at c=8): ten block means 4.5% apart
+    while a round varied 11.8% around its block's mean. A block of two such rounds varies at
+    least 11.8%/sqrt(2) = 8.3%; a prior of 4.5% set healthy A/Bs aside as noisier than their
+    calibration and let the sizing promise a design that failed 7% of healthy A/Bs."""
+    rng = np.random.default_rng(3)
+    within = rng.normal(0.0, 0.118, size=(10, 2))
+    within -= within.mean(axis=1, keepdims=True)  # every spread inside the blocks...
+    means = rng.normal(0.0, 1.0, size=10)
+    means = 0.045 * (means - means.mean()) / means.std(ddof=1)  # ...block means 4.5% apart
+    check = noise.CheckNoise(block_means=means.tolist(),
+                             within_sd=float(np.sqrt((within**2).sum() / 10)), within_df=10)
+    run = noise.CalibrationRun(provenance=noise.make_provenance(), design=PERSISTENT2,
+                               checks={"sweep.c8.tpot_p50_ms": check})
+    pooled = noise.pool([run], "sweep.c8.tpot_p50_ms", PERSISTENT2)
+    assert math.sqrt(pooled.block_var) == pytest.approx(0.045)
+    prior = pooled.prior("x")
+    assert prior is not None and prior.block_sd == pytest.approx(check.within_sd / math.sqrt(2))
+    # the same model as the spread the sizing simulates: no negative between-pair variance
+    spread = pooled.spread()
+    assert spread is not None and spread.between == 0.0
+    assert prior.block_sd == pytest.approx(math.sqrt(spread.between**2 + spread.within**2 / 2))
+
+
 # ---------------------------------------------------------------- the runner key
 
 

@@ -4,6 +4,7 @@ error rates at both ends), and gate ab's refusal to start when it cannot decide.
 from __future__ import annotations
 
 import math
+import shlex
 
 import numpy as np
 import pytest
@@ -17,8 +18,11 @@ from support.calibrations import (
     specs_and_spreads,
 )
 
+from gate.cli.ab import ab_plan
+from gate.cli.calibrate import calibrated_plan
+from gate.cli.main import build_parser
 from gate.core.errors import EXIT_UNDECIDABLE, CannotDecide
-from gate.judge.ab_design import Uncalibrated, calibration_command, design_ab
+from gate.judge.ab_design import Uncalibrated, calibrated_design, calibration_command, design_ab
 from gate.judge.checks import judged, planned_slots, ratio_slots, slots
 from gate.judge.noise import Noise
 from gate.judge.sizing import FALSE_FAIL_GOAL, MISS_GOAL, Cost, Layout, Spread, draw, size
@@ -78,8 +82,33 @@ def test_the_calibration_command_measures_what_the_ab_would(tmp_path):
     assert load_plan(file) == CPU_SMOKE  # how a plan was named is not part of it
     plan = pin_runner(apply_overrides(load_plan(file), levels=[4], window_s=3.0), "v1")
     assert calibration_command(plan.for_backend("guidance"), 3) == (
-        f"gate calibrate --plan '{file}' --backend guidance --model-runner v1 --levels 4 "
-        "--window 3 --blocks 3")
+        f"gate calibrate --plan '{file}' --model-runner v1 --levels 4 --window 3 "
+        "--backend guidance --blocks 3")
+    # a plan whose own name holds a `+` is not taken for a backend plan
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(yaml.safe_dump({**CPU_SMOKE.model_dump(mode="json"), "name": "smoke+mine"}))
+    assert calibration_command(load_plan(mine)) == shlex.join(
+        ["gate", "calibrate", "--plan", str(mine), "--blocks", "10"])
+
+
+@pytest.mark.parametrize("changes", [
+    [],
+    ["--drain-requests", "64", "--levels", "2,4", "--window", "3", "--model-runner", "v1"],
+    ["--servers", "per_round", "--max-rounds", "8", "--threshold", "tpot_p50_pct=15"],
+])
+def test_the_calibration_gate_ab_advises_is_the_one_it_then_finds(changes):
+    """Whatever plan changes `gate ab` is given, the `gate calibrate` it names, parsed as the
+    user would run it, calibrates a plan of the same hash and server design: the calibration
+    it stores is the one the same `gate ab` looks up next (not another plan's, asked for
+    again)."""
+    ab_args = build_parser(["ab"]).parse_args(["ab", "--out", "x", *changes])
+    plan = ab_plan(ab_args)
+    command = shlex.split(calibration_command(plan))
+    assert command[:2] == ["gate", "calibrate"]
+    calibrated = calibrated_plan(build_parser(["calibrate"]).parse_args(command[1:]))
+    assert calibrated.measurement_hash() == plan.measurement_hash()
+    assert calibrated_design(calibrated) == calibrated_design(plan)
+    assert calibrated.name == plan.name
 
 
 def test_no_calibration_stops_before_measuring_and_names_the_fix():

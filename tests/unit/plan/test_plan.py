@@ -3,6 +3,7 @@ from pathlib import Path
 import pytest
 import yaml
 from support.paths import REPO_ROOT
+from support.vllm_helpers import small_plan
 
 from gate.core.errors import GateError
 from gate.plan.spec import BUILTIN_PLANS, apply_overrides, load_plan, parse_plan, pin_runner
@@ -119,3 +120,13 @@ def test_cpu_smoke_still_matches_its_shipped_noise_profile():
     expecting = plan.model_copy(deep=True)
     expecting.workload.expected.output_tokens = 999
     assert expecting.measurement_hash() == plan.measurement_hash()
+
+
+def test_the_tests_shrunk_plan_judges_what_cpu_smoke_judges(tmp_path):
+    """The end-to-end tests' plan (tests/support/vllm_helpers.small_plan) has shorter cells,
+    not other checks: cpu-smoke's null thresholds (tails, the absolute guided/free bound)
+    stay null instead of coming back judged at their defaults."""
+    path, name = small_plan(tmp_path, **{"sweep.levels": [4]})
+    shrunk, smoke = load_plan(str(path)), load_plan("cpu-smoke")
+    assert shrunk.thresholds == smoke.thresholds and shrunk.thresholds.tpot_p99_pct is None
+    assert shrunk.server.served_model_name == name and shrunk.sweep.levels == [4]
