@@ -161,12 +161,23 @@ class PooledCheck:
             return self.block_var
         return max(self.block_var - self.within_var / self.design.rounds_per_block, 0.0)
 
+    @property
+    def block_var_at_least_rounds(self) -> float | None:
+        """The variance of a block's mean, never below what its rounds imply (within^2 / B:
+        between-pair variance is not negative). Block means can scatter less by chance; taken
+        raw, such a low estimate set healthy A/Bs' own blocks aside as noisier than the
+        calibration and let the sizing promise a design the truth does not meet."""
+        if self.block_var is None:
+            return None
+        return max(self.block_var, (self.within_var or 0.0) / self.design.rounds_per_block)
+
     def spread(self) -> Spread | None:
         """The noise to simulate (point estimates), when the blocks measured any."""
         if self.block_var is None or self.block_df < 1:
             return None
         if self.design.servers == "per_round":
-            return Spread(0.0, math.sqrt(self.block_var * self.design.rounds_per_block))
+            floored = self.block_var_at_least_rounds or 0.0
+            return Spread(0.0, math.sqrt(floored * self.design.rounds_per_block))
         return Spread(math.sqrt(self.between_var), math.sqrt(self.within_var or 0.0))
 
     def spread_ucb(self) -> Spread | None:
@@ -188,12 +199,7 @@ class PooledCheck:
         size = rounds_per_block or self.design.rounds_per_block
         per_round = self.design.servers == "per_round"
         round_var = spread.between**2 + spread.within**2
-        # A block's mean varies at least as its rounds imply (between-pair variance is not
-        # negative): block means that happened to scatter less say nothing smaller. Taken
-        # raw, such a low estimate made a healthy A/B's own blocks look noisier than the
-        # calibration (set aside) and let the sizing promise a design the truth does not meet.
-        block_var = max(self.block_var, (self.within_var or 0.0) / self.design.rounds_per_block)
-        block_df = self.block_df
+        block_var, block_df = self.block_var_at_least_rounds or 0.0, self.block_df
         if size != self.design.rounds_per_block:
             block_var = round_var / size if per_round else \
                 spread.between**2 + spread.within**2 / size
