@@ -44,7 +44,7 @@ from tabulate import tabulate
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE = REPO / "tests" / "fixtures" / "slow_bitmask"
 CASES = ("first", "aa", "quarter", "double", "noisy")
-EXIT_UNDECIDABLE = 5
+EXIT_UNDECIDED = 5
 BUDGET_RE = re.compile(r"raise --budget-minutes to (\d+)")
 
 
@@ -66,7 +66,7 @@ def fresh_cache(folder: Path, models_from: Path) -> Path:
 
 def read_row(case: str, index: int, folder: Path, proc, wall: float) -> dict:
     row = {"case": case, "run": index + 1, "exit": proc.returncode, "wall_s": wall,
-           "outcome": "cannot decide" if proc.returncode == EXIT_UNDECIDABLE else "none",
+           "outcome": "cannot decide" if proc.returncode == EXIT_UNDECIDED else "none",
            "rounds": None, "verdict_s": None, "design_min": None, "calibration_s": None,
            "note": (proc.stderr.strip().splitlines() or ["?"])[-1][:140]}
     verdict_path, state_path = folder / "verdict.json", folder / "ab-state.json"
@@ -113,7 +113,7 @@ def run_case(args: argparse.Namespace, case: str, index: int, cache: Path) -> di
                  str(args.blocks)]
     proc, wall = gate(ab_args(args, folder, case, extra), cache)
     budget = BUDGET_RE.search(proc.stderr)
-    if case == "noisy" and proc.returncode == EXIT_UNDECIDABLE and budget:
+    if case == "noisy" and proc.returncode == EXIT_UNDECIDED and budget:
         first_wall = wall  # the calibration (and the refusal) before the A/A
         proc, wall = gate(ab_args(args, folder, case, [*extra, "--budget-minutes",
                                                        budget.group(1)]), cache)

@@ -8,14 +8,14 @@ import sys
 from pathlib import Path
 
 from gate.cli.common import add_model_runner, assignments, diff_settings, int_list
-from gate.core.errors import GateError
+from gate.core.errors import CannotDecide, GateError
 from gate.core.progress import Progress
 from gate.core.settings import Settings
 from gate.evidence import wait
 from gate.flows import ab, backends, calibrate
 from gate.judge.ab_design import CALIBRATION_BLOCKS, Uncalibrated
 from gate.judge.noise import cache_noise_dir
-from gate.judge.verdict import Verdict, save_verdict
+from gate.judge.verdict import Verdict, save_verdict, undecided_verdict
 from gate.plan.spec import Plan, apply_overrides, load_plan, pin_runner
 from gate.profile.diff_file import DiffSettings
 from gate.profile.sampling import DEFAULT_RATE_HZ, PROFILE_POLICIES, SamplingOptions
@@ -31,9 +31,10 @@ def add_parser(sub) -> None:
         "ab", help="A/B: measure base and head builds in blocks of rounds until decided",
         description="Measure the base and head builds on this runner in blocks of rounds (a "
         "fresh server pair per block), judge after every round by the sequential test the "
-        "runner's calibration sizes, and stop as soon as it decides. Without a calibration, "
-        "or with a budget too small for the calibrated design, it stops before measuring "
-        "(exit 5) and says what to run. Exit codes as gate compare, plus 5.",
+        "runner's calibration sizes, and stop as soon as it decides. Without a calibration "
+        "it screens one block for gross slowdowns; whatever it cannot decide (no calibration, "
+        "a runner too noisy, a budget too small for the design) is an undecided verdict, "
+        "exit 5, naming what would decide. Exit codes as gate compare, plus 5.",
     )
     _build_options(p)
     _test_options(p)
@@ -125,6 +126,20 @@ def _profiling(args) -> ab.Profiling:
 
 def handle(args, settings: Settings) -> int:
     progress = Progress(quiet=args.quiet)
+    out = args.resume or args.out
+    try:
+        return _handle(args, settings, progress)
+    except CannotDecide as exc:
+        # Stopped before measuring anything it could decide: still a verdict (undecided, with
+        # what would decide), so that no later step re-judges an empty folder as a pass.
+        verdict = undecided_verdict(str(exc), decide_with=exc.decide_with)
+        path = save_verdict(verdict, out / "verdict.json")
+        print(terminal.render_verdict(verdict))
+        print(f"\nverdict: {path}")
+        return verdict.exit_code
+
+
+def _handle(args, settings: Settings, progress: Progress) -> int:
     if args.resume:
         return finish(_resume(args, settings, progress), args.resume)
     options = _options(args, settings, progress)

@@ -14,7 +14,7 @@ EXIT_FAIL = 1  # a real slowdown past its threshold
 EXIT_BAD_INPUT = 2  # usage error, broken plan/baseline file, missing ref, unreachable server
 EXIT_INCONCLUSIVE = 3  # noise wider than the threshold: rerun with more repeats
 EXIT_ERROR = 4  # the measurement itself is broken (failed requests, dead server, bad JSON)
-EXIT_UNDECIDABLE = 5  # stopped before measuring: this runner cannot decide within the budget
+EXIT_UNDECIDED = 5  # not decided on this runner (no calibration, too noisy, a budget too small)
 EXIT_INTERRUPTED = 130  # Ctrl-C
 EXIT_TERMINATED = 143  # SIGTERM (a cancelled CI job)
 
@@ -32,9 +32,14 @@ class GateError(Exception):
 
 class CannotDecide(GateError):
     """Stopped before spending the budget: no calibration applies to this runner, or the
-    calibrated design needs more than the budget allows. The message names the fix."""
+    calibrated design needs more than the budget allows. The message names the fix;
+    `decide_with` says it in a few words (a command, a flag), for the verdict."""
 
-    exit_code = EXIT_UNDECIDABLE
+    exit_code = EXIT_UNDECIDED
+
+    def __init__(self, message: str, *, decide_with: str | None = None):
+        super().__init__(message)
+        self.decide_with = decide_with
 
 
 class MeasurementError(GateError):

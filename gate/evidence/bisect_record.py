@@ -14,7 +14,7 @@ from gate.core.errors import (
     EXIT_FAIL,
     EXIT_INCONCLUSIVE,
     EXIT_PASS,
-    EXIT_UNDECIDABLE,
+    EXIT_UNDECIDED,
 )
 from gate.evidence.bisection import Effect, StepVerdict
 from gate.evidence.hunks import Hunk, HunkSet
@@ -91,7 +91,7 @@ class BisectOutcome(str, Enum):
     def exit_code(self) -> int:
         return {BisectOutcome.FOUND: EXIT_FAIL, BisectOutcome.NO_REGRESSION: EXIT_PASS,
                 BisectOutcome.INCONCLUSIVE: EXIT_INCONCLUSIVE,
-                BisectOutcome.UNCALIBRATED: EXIT_UNDECIDABLE,
+                BisectOutcome.UNCALIBRATED: EXIT_UNDECIDED,
                 BisectOutcome.UNDECIDED: EXIT_INCONCLUSIVE,
                 BisectOutcome.ERROR: EXIT_ERROR}[self]
 

@@ -55,7 +55,8 @@ class Effect(BaseModel):
 def deciding_effect(verdict: Verdict) -> Effect | None:
     """The relative check that speaks for the verdict: the worst outcome first, then the
     largest change; None when no relative check was judged."""
-    order = {Outcome.ERROR: 0, Outcome.FAIL: 1, Outcome.INCONCLUSIVE: 2, Outcome.PASS: 3}
+    order = {Outcome.ERROR: 0, Outcome.FAIL: 1, Outcome.UNDECIDED: 2, Outcome.INCONCLUSIVE: 2,
+             Outcome.PASS: 3}
     checks = [c for c in verdict.checks if c.kind == "relative" and c.delta_pct is not None]
     if not checks:
         return None

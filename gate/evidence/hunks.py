@@ -13,6 +13,7 @@ from unidiff import PatchedFile, PatchSet, UnidiffParseError
 from gate.core.errors import GateError
 from gate.core.files import load_json_model
 from gate.core.git import merge_base, resolve_ref, run_git
+from gate.plan.hot_paths import WATCHED_PATHS, watched
 
 HUNKS_SCHEMA_VERSION = 1
 
@@ -56,26 +57,8 @@ class HunkSet(BaseModel):
 # Extraction: `git diff merge-base(base, head) head`, limited to the watched hot paths.
 # --------------------------------------------------------------------------------------------
 
-# The structured-output decode path of both model runners
-# (docs/background.md#where-a-gate-must-look): V1's runner, input batch and bitmask staging
-# (structured_output/utils.py), V2's runner, input batch, sampler, speculation and bitmask path
-# (gpu/structured_outputs.py, gpu/buffer_utils.py), and what both use.
-DEFAULT_WATCH = (
-    "vllm/v1/structured_output/**",
-    "vllm/v1/worker/gpu/buffer_utils.py",
-    "vllm/v1/worker/gpu/structured_outputs.py",
-    "vllm/v1/worker/gpu/model_runner.py",
-    "vllm/v1/worker/gpu/input_batch.py",
-    "vllm/v1/worker/gpu/sample/**",
-    "vllm/v1/worker/gpu/spec_decode/**",
-    "vllm/v1/worker/gpu_model_runner.py",
-    "vllm/v1/worker/gpu_input_batch.py",
-    "vllm/utils/torch_utils.py",
-    "vllm/v1/sample/**",
-    "vllm/v1/spec_decode/**",
-    "vllm/v1/core/sched/**",
-    "requirements/common.txt",
-)
+# The hot paths (gate.plan.hot_paths) are the default watch list.
+DEFAULT_WATCH = WATCHED_PATHS
 
 
 @dataclass(frozen=True)
@@ -135,23 +118,6 @@ def score_hunk(path: str, section: str, text: str) -> tuple[list[str], float]:
         score += 1.0
     score += min(len(changed), 99) / 1000
     return [m.tag for m in tags], round(score, 3)
-
-
-def glob_to_regex(glob: str) -> re.Pattern[str]:
-    """`**` crosses folders, `*` and `?` do not; a glob without wildcards names a file or a
-    whole folder; a trailing `/` means the folder's whole subtree."""
-    if glob.endswith("/"):
-        glob += "**"
-    parts = re.split(r"(\*\*/|\*\*|\*|\?)", glob)
-    table = {"**/": "(?:.*/)?", "**": ".*", "*": "[^/]*", "?": "[^/]"}
-    body = "".join(table.get(p, re.escape(p)) for p in parts)
-    if not re.search(r"[*?]", glob):
-        body += "(?:/.*)?"
-    return re.compile(body + r"\Z", re.DOTALL)
-
-
-def watched(path: str, globs: list[str]) -> bool:
-    return any(glob_to_regex(g).match(path) for g in globs)
 
 
 def check_repo(repo: Path) -> None:

@@ -16,7 +16,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from gate.core.git import merge_base, resolve_ref
-from gate.evidence.hunks import check_repo, list_changes, watched
+from gate.evidence.hunks import check_repo, list_changes
+from gate.plan.hot_paths import watched
 from gate.plan.spec import Plan
 
 SCOPE_SCHEMA_VERSION = 1

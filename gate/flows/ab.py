@@ -23,6 +23,7 @@ same sequential test instead of starting a new one.
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -41,7 +42,13 @@ from gate.flows.ab_state import (
     save_state,
 )
 from gate.flows.diff_artifacts import ProfilePair, write_diff
-from gate.judge.ab_design import CALIBRATION_BLOCKS, TooNoisy, Uncalibrated, design_ab
+from gate.judge.ab_design import (
+    CALIBRATION_BLOCKS,
+    TooNoisy,
+    Uncalibrated,
+    calibration_command,
+    design_ab,
+)
 from gate.judge.compare import NO_CALIBRATION, ABReference, ScreeningReference, compare_results
 from gate.judge.noise import CalibrationCost, Noise, noise_dirs, noise_for, runner_key
 from gate.judge.verdict import Outcome, Verdict
@@ -112,6 +119,21 @@ class ABOptions:
     screen: bool = True
 
 
+@dataclass(frozen=True)
+class Screened:
+    """Why an A/B judged one block for gross effects only, and what would decide."""
+
+    why: Uncalibrated | TooNoisy
+
+    @property
+    def uncalibrated(self) -> bool:
+        return isinstance(self.why, Uncalibrated)
+
+    @property
+    def more_blocks(self) -> int | None:
+        return self.why.more_blocks if isinstance(self.why, Uncalibrated) else None
+
+
 @dataclass
 class ABResult:
     verdict: Verdict
@@ -119,6 +141,7 @@ class ABResult:
     head: Results
     design: FixedDesign
     profile: ProfileDiff | None = None
+    screened: Screened | None = None  # set when the verdict is undecided after screening
 
 
 class SideError(MeasurementError):
@@ -149,7 +172,8 @@ class Side:
     def label(self) -> str:
         return self.build.label
 
-    def results(self, plan: Plan, rounds: int, max_rounds: int) -> Results:
+    def results(self, plan: Plan, rounds: int, max_rounds: int, screening: str | None = None
+                ) -> Results:
         res = run.assemble(plan.model_copy(update={"repeats": max(rounds, 1)}), self.label,
                            self.fingerprint, self.info, self._merged(), self.errors, {})
         if self.earlier is not None:
@@ -158,7 +182,7 @@ class Side:
                 timings[key] = timings.get(key, 0.0) + value
             res = res.model_copy(update={"timings_s": timings,
                                          "errors": self.earlier.errors + res.errors})
-        return res.model_copy(update={"sequential_rounds": max_rounds})
+        return res.model_copy(update={"sequential_rounds": max_rounds, "screening": screening})
 
     def _merged(self) -> MeasuredBuild | None:
         """One session holding every cell and record so far (and the doctor's findings)."""
@@ -212,6 +236,37 @@ def _refuse_other_runner(abrun: ABRun) -> None:
         raise SideError("both", MeasurementError(mismatch))
 
 
+def origin_problems(plan: Plan, sides: dict[str, Side]) -> list[str]:
+    """Why the two sides would not measure the builds they name: a build whose vLLM comes from
+    outside it (not its interpreter's prefix, its editable source or a PYTHONPATH entry it sets
+    itself: a checkout in the working directory, a leaked PYTHONPATH), or two different builds
+    that import one and the same vllm folder (the A/B would be an A/A)."""
+    out, origins = [], {}
+    for label, side in sides.items():
+        origin = side.fingerprint.vllm_origin
+        if origin is None:
+            continue  # no vLLM found: the server's start says why
+        env = {**plan.server.env, **side.build.env}
+        own = [os.path.abspath(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        if not origin.belongs_to(own):
+            out.append(f"the {label} build imports vllm from {origin.path}, outside the build "
+                       f"({side.build.python}: prefix {origin.prefix}"
+                       + (f", editable source {origin.editable_source}" if origin.editable_source
+                          else "") + (f", PYTHONPATH {os.pathsep.join(own)}" if own else "")
+                       + ")")
+        origins[label] = origin
+    if len(origins) == 2:
+        # Two interpreters (their own prefixes) are two builds; one interpreter with another
+        # environment (a fixture, an overlay) is one build, or an overlay whose folder differs.
+        base, head = origins["base"], origins["head"]
+        if base.prefix != head.prefix and \
+                os.path.realpath(base.path) == os.path.realpath(head.path):
+            out.append(f"the base ({sides['base'].build.python}) and the head "
+                       f"({sides['head'].build.python}) are different builds but both import "
+                       f"vllm from {base.path}: the A/B would measure one build twice")
+    return out
+
+
 def make_side(plan: Plan, build: Build, out: Path, cache_dir: Path) -> Side:
     opts = run.RunOptions(out=out / build.label, cache_dir=cache_dir, python=build.python,
                           label=build.label, env=build.env)
@@ -251,7 +306,7 @@ class ABRun:
         return self.design.max_rounds
 
     def results(self, label: str) -> Results:
-        return self.sides[label].results(self.plan, self.rounds, self.max_rounds)
+        return self.sides[label].results(self.plan, self.rounds, self.max_rounds, self.screening)
 
     def judge(self) -> Verdict:
         base, path = self.results("base"), str(self.out / "base" / "results.json")
@@ -292,6 +347,9 @@ def ab(options: ABOptions) -> ABResult:
     plan, thresholds = options.plan, options.thresholds or options.plan.thresholds
     sides = {b.label: make_side(plan, b, options.out, options.cache_dir)
              for b in (options.base, options.head)}
+    refused = origin_problems(plan, sides)
+    for side in sides.values():
+        side.errors += refused
     noise = noise_for(noise_dirs(options.noise_dirs, options.cache_dir), plan.name,
                       plan.measurement_hash(), sides["head"].fingerprint)
     screening: str | None = None  # why one block judges gross effects only
@@ -311,11 +369,12 @@ def ab(options: ABOptions) -> ABResult:
                   options.progress, Profiler(plan, options.out, options.profiling,
                                               options.progress),
                   screening=screening)
-    result = _finish(abrun, _start_state(abrun))
+    if refused:
+        options.progress("not measured: " + "; ".join(refused))
+    result = _finish(abrun, _start_state(abrun), measure=not refused)
     if why is not None and result.verdict.outcome == Outcome.INCONCLUSIVE:
-        message = screened_message(result.verdict, why)
-        raise Uncalibrated(message, why.more_blocks) if isinstance(why, Uncalibrated) \
-            else TooNoisy(message)
+        result.verdict = undecided(result.verdict, why, plan)
+        result.screened = Screened(why)
     return result
 
 
@@ -331,6 +390,19 @@ def _screening_design(plan: Plan, why: str = NO_CALIBRATION) -> FixedDesign:
         f"screening: {why}, so one block of {block} rounds on one "
         "server pair, failing only gross effects (docs/compare.md, \"Screening without a "
         "calibration\")"))
+
+
+def undecided(verdict: Verdict, why: Uncalibrated | TooNoisy, plan: Plan) -> Verdict:
+    """A screening block that found nothing gross: not a pass, and not the inconclusive end of
+    a sequential test (nothing to resume), but undecided on this runner, with what would
+    decide."""
+    decide_with = why.decide_with or (
+        f"{calibration_command(plan)} (or gate ab --calibrate)" if isinstance(why, Uncalibrated)
+        else "a plan this runner can decide (docs/compare.md)")
+    return verdict.model_copy(update={
+        "outcome": Outcome.UNDECIDED,
+        "headline": "UNDECIDED: " + screened_message(verdict, why),
+        "decide_with": decide_with, "advice": [decide_with, *verdict.advice]})
 
 
 def screened_message(verdict: Verdict, why: Uncalibrated | TooNoisy) -> str:
@@ -403,8 +475,9 @@ def resume(options: ResumeOptions) -> ABResult:
     return _finish(abrun, state)
 
 
-def _finish(abrun: ABRun, state: ABState) -> ABResult:
-    blocks(abrun, state, judge=True)
+def _finish(abrun: ABRun, state: ABState, *, measure: bool = True) -> ABResult:
+    if measure:
+        blocks(abrun, state, judge=True)
     verdict = abrun.verdict or abrun.judge()
     results = {label: abrun.results(label) for label in abrun.sides}
     for label, res in results.items():

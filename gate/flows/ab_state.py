@@ -39,16 +39,24 @@ class BuildIdentity(_Strict):
     env: dict[str, str] = Field(default_factory=dict)
     vllm_version: str | None = None
     vllm_commit: str | None = None
+    watched_digest: str | None = Field(
+        None, description="the digest of its hot-path files (VllmOrigin): two commits overlaid "
+        "on one installed build share a version, not their files")
 
     @classmethod
     def of(cls, python: str, env: dict[str, str], fp: Fingerprint) -> BuildIdentity:
         return cls(python=python, env=env, vllm_version=fp.vllm_version,
-                   vllm_commit=fp.vllm_commit)
+                   vllm_commit=fp.vllm_commit,
+                   watched_digest=fp.vllm_origin.watched_digest if fp.vllm_origin else None)
 
     def differs(self, fp: Fingerprint) -> str | None:
         now = (fp.vllm_version, fp.vllm_commit)
         if now != (self.vllm_version, self.vllm_commit):
             return f"vLLM {self.vllm_version} ({self.vllm_commit}) before, {now[0]} ({now[1]}) now"
+        digest = fp.vllm_origin.watched_digest if fp.vllm_origin else None
+        if self.watched_digest and digest and digest != self.watched_digest:
+            return (f"its hot-path files differ (digest {self.watched_digest} before, "
+                    f"{digest} now): another commit")
         return None
 
 

@@ -29,7 +29,6 @@ from gate.evidence.bisect_record import Measured
 from gate.evidence.bisection import deciding_effect
 from gate.flows import ab
 from gate.flows.ab_state import STATE_FILE, load_state
-from gate.judge.ab_design import TooNoisy, Uncalibrated
 from gate.judge.verdict import Outcome, Verdict
 from gate.plan.spec import Plan
 from gate.plan.thresholds import Thresholds
@@ -101,13 +100,12 @@ class ABRunner:
 
 def _call(start, out: Path) -> ABRun:
     began = time.monotonic()
-    try:
-        result = start()
-    except (Uncalibrated, TooNoisy) as exc:  # one screening block, no gross slowdown
-        state = out / STATE_FILE
-        return ABRun(None, None, time.monotonic() - began, screened=str(exc),
-                     screened_rounds=load_state(state).rounds_done if state.is_file() else 0)
+    result = start()
     write_atomic(out / "verdict.json", result.verdict.model_dump_json(indent=1))
+    if result.verdict.outcome == Outcome.UNDECIDED:  # one screening block, no gross slowdown
+        return ABRun(None, None, time.monotonic() - began,
+                     screened=result.verdict.headline.removeprefix("UNDECIDED: "),
+                     screened_rounds=result.verdict.rounds or 0)
     state = out / STATE_FILE
     return ABRun(result.verdict, out / "profile-diff" if result.profile is not None else None,
                  time.monotonic() - began,

@@ -28,8 +28,9 @@ class Uncalibrated(CannotDecide):
     """No calibration of this runner gives the spread a check needs, or too few blocks of it
     do: calibrate (`more_blocks` more, when known) first."""
 
-    def __init__(self, message: str, more_blocks: int | None = None):
-        super().__init__(message)
+    def __init__(self, message: str, more_blocks: int | None = None, *,
+                 decide_with: str | None = None):
+        super().__init__(message, decide_with=decide_with)
         self.more_blocks = more_blocks
 
 
@@ -90,11 +91,14 @@ def design_ab(plan: Plan, thresholds: Thresholds, noise: Noise) -> ABDesign:
         checks.append(Check(seq.CheckSpec(slot.name, threshold, slot.metric.direction, prior),
                             spread, slot.metric.threshold_field))
     specs = [c.spec for c in checks]
+    calibrate = f"{calibration_command(plan)} (or gate ab --calibrate)"
     if missing or not specs:
-        raise Uncalibrated(_uncalibrated(plan, noise, missing or ["every check"]))
+        raise Uncalibrated(_uncalibrated(plan, noise, missing or ["every check"]),
+                           decide_with=calibrate)
     cost = noise.cost(calibrated)
     if cost is None:
-        raise Uncalibrated(_uncalibrated(plan, noise, ["the cost of a block"]))
+        raise Uncalibrated(_uncalibrated(plan, noise, ["the cost of a block"]),
+                           decide_with=calibrate)
     largest = design_blocks(plan)
     sizing = size(specs, [c.spread for c in checks], plan.ab.rounds_per_block, cost,
                   max_blocks=largest)
@@ -102,9 +106,11 @@ def design_ab(plan: Plan, thresholds: Thresholds, noise: Noise) -> ABDesign:
         block_df = min(s.prior.block_df for s in specs if s.prior is not None)
         if block_df < ENOUGH_BLOCK_DF:
             more = int(ENOUGH_BLOCK_DF - block_df)
-            raise Uncalibrated(_too_noisy(plan, sizing, block_df), more_blocks=more)
-        raise TooNoisy(_too_noisy(plan, sizing, block_df) + what_would_decide(
-            plan, checks, cost, largest))
+            raise Uncalibrated(_too_noisy(plan, sizing, block_df), more_blocks=more,
+                               decide_with=calibration_command(plan, more))
+        would = what_would_decide(plan, checks, cost, largest)
+        raise TooNoisy(_too_noisy(plan, sizing, block_df) + would,
+                       decide_with=would.removeprefix("What would decide here: "))
     _check_fits(plan, sizing, noise)
     return ABDesign(sizing.design, sizing, calibrated, tuple(s.name for s in specs),
                     budget_note(plan, sizing))
@@ -128,7 +134,7 @@ def _check_fits(plan: Plan, sizing: Sizing, noise: Noise) -> None:
         raise CannotDecide(
             f"this runner needs up to {need.max_rounds} rounds to decide plan {plan.name!r} "
             f"({sizing.describe()}); the plan allows {plan.ab.max_rounds}: raise --max-rounds "
-            f"to {need.max_rounds}")
+            f"to {need.max_rounds}", decide_with=f"--max-rounds {need.max_rounds}")
     budget = plan.ab.budget_minutes
     decide_blocks, minutes = _to_decide(sizing)
     if budget is not None and minutes > budget:
@@ -138,7 +144,7 @@ def _check_fits(plan: Plan, sizing: Sizing, noise: Noise) -> None:
             f"{minutes:.0f} min, to decide {AA_DECIDED_GOAL:.0%} of the time, and the design "
             f"{sizing.minutes_max:.0f} min at most ({sizing.describe()}; {noise.description}): "
             f"raise --budget-minutes to {max(minutes, 1):.0f} (or {sizing.minutes_max:.0f} to "
-            "hold the whole design)")
+            "hold the whole design)", decide_with=f"--budget-minutes {math.ceil(minutes)}")
 
 
 def _to_decide(sizing: Sizing) -> tuple[int, float]:

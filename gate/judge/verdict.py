@@ -8,7 +8,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gate.core.errors import EXIT_ERROR, EXIT_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS
+from gate.core.errors import (
+    EXIT_ERROR,
+    EXIT_FAIL,
+    EXIT_INCONCLUSIVE,
+    EXIT_PASS,
+    EXIT_UNDECIDED,
+)
 from gate.core.files import load_json_model, write_atomic
 from gate.core.text import one_line
 
@@ -17,9 +23,16 @@ MODES = ("baseline", "ab", "absolute")
 
 
 class Outcome(str, Enum):
+    """A verdict's outcome. Two of them are not decided, and neither is a pass:
+    `inconclusive` (the sequential test ran out of its rounds or budget: `gate ab --resume`
+    adds blocks to the same test) and `undecided` (this runner cannot decide the plan's
+    thresholds yet: no calibration, or one too noisy, or a budget too small for the design;
+    a screening block may have looked for gross effects; `decide_with` says what would)."""
+
     PASS = "pass"
     FAIL = "fail"
     INCONCLUSIVE = "inconclusive"
+    UNDECIDED = "undecided"
     ERROR = "error"
 
     @property
@@ -28,12 +41,17 @@ class Outcome(str, Enum):
             Outcome.PASS: EXIT_PASS,
             Outcome.FAIL: EXIT_FAIL,
             Outcome.INCONCLUSIVE: EXIT_INCONCLUSIVE,
+            Outcome.UNDECIDED: EXIT_UNDECIDED,
             Outcome.ERROR: EXIT_ERROR,
         }[self]
 
+    @property
+    def decided(self) -> bool:
+        return self in (Outcome.PASS, Outcome.FAIL)
+
 
 # Worst first: the overall outcome is the worst outcome of any check.
-SEVERITY = [Outcome.ERROR, Outcome.FAIL, Outcome.INCONCLUSIVE, Outcome.PASS]
+SEVERITY = [Outcome.ERROR, Outcome.FAIL, Outcome.UNDECIDED, Outcome.INCONCLUSIVE, Outcome.PASS]
 
 
 def worst(outcomes: list[Outcome]) -> Outcome:
@@ -107,6 +125,9 @@ class Verdict(BaseModel):
     )
     thresholds: dict[str, Any] | None = Field(None, description="the thresholds applied")
     rounds: int | None = Field(None, description="A/B: rounds measured on each build")
+    decide_with: str | None = Field(
+        None, description="undecided: the command, threshold or budget that would decide on "
+        "this runner")
     runner_seconds: dict[str, float] = Field(
         default_factory=dict,
         description="A/B: where the runner's time went, both builds together (startup, "
@@ -122,6 +143,15 @@ def error_verdict(reason: str, mode: str) -> Verdict:
     """The verdict of a run that could not be judged at all (`gate verdict --error`)."""
     reason = one_line(reason, 1000) or "no verdict could be computed"
     return Verdict(outcome=Outcome.ERROR, headline=f"ERROR: {reason}", mode=mode, errors=[reason])
+
+
+def undecided_verdict(reason: str, *, decide_with: str | None = None, mode: str = "ab"
+                      ) -> Verdict:
+    """The verdict of an A/B that stopped before measuring anything it could decide (a budget
+    the design does not fit, no screening asked for)."""
+    reason = one_line(reason, 1000)
+    return Verdict(outcome=Outcome.UNDECIDED, headline=f"UNDECIDED: {reason}", mode=mode,
+                   decide_with=decide_with, advice=[decide_with] if decide_with else [])
 
 
 def save_verdict(verdict: Verdict, path: str | Path) -> Path:

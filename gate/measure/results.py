@@ -235,6 +235,10 @@ class Results(BaseModel):
         None, description="gate ab: the most rounds its sequential test planned (its looks); "
         "compare replays the looks round by round. None: the repeats are judged together",
     )
+    screening: str | None = Field(
+        None, description="gate ab: why its one block was judged for gross effects only (no "
+        "calibration, a runner too noisy); such results are never re-judged as a sequential "
+        "test (gate compare refuses)")
     doctor: DoctorReport | None = Field(
         None, description="the runner doctor's findings on the serving processes")
     cells: list[CellSummary] = Field(default_factory=list)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import requests
 
-from gate.core.child_env import code_under_test_env
+from gate.core.child_env import code_under_test_env, scratch_cwd
 from gate.core.errors import GateError, MeasurementError
 from gate.plan.spec import ServerSpec
 
@@ -74,11 +74,22 @@ SERVE_ENTRY = (
 def launch_head(spec: ServerSpec, model: str, python: str | None) -> list[str]:
     """The command up to the server's flags; `vllm serve` takes the model as its argument."""
     interpreter = python or spec.python or sys.executable
+    # The server starts in a scratch folder (gate.core.child_env): paths the caller gave
+    # relative to its own working directory are resolved here, before that.
+    model = _absolute_if_local(model)
     if spec.launch == "serve":
         return [interpreter, "-c", SERVE_ENTRY, "serve", model]
     if spec.launch == "module":
         return [interpreter, "-m", "vllm.entrypoints.openai.api_server", "--model", model]
-    return [*(spec.command or []), "--model", model]
+    command = list(spec.command or [])
+    if command and os.sep in command[0]:
+        command[0] = os.path.abspath(command[0])
+    return [*command, "--model", model]
+
+
+def _absolute_if_local(model: str) -> str:
+    """A model folder that exists here, as an absolute path; a hub id as it is."""
+    return os.path.abspath(model) if os.path.exists(model) else model
 
 
 def build_command(spec: ServerSpec, model: str, port: int, python: str | None) -> list[str]:
@@ -161,7 +172,7 @@ class VllmServer:
         try:
             self.proc = subprocess.Popen(
                 self.command, stdout=logfile, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=self.env, **_OWN_PROCESS_GROUP,
+                env=self.env, cwd=scratch_cwd(), **_OWN_PROCESS_GROUP,
             )
         except OSError as exc:
             raise GateError(f"cannot launch the server ({self.command[0]}): {exc}") from None

@@ -23,7 +23,8 @@ from gate.report.escape import code_block, html_text, md_inline
 
 TEMPLATE = "comment.md.j2"
 DEFAULT_INLINE_LIMIT = 600
-EMOJI = {Outcome.PASS: "✅", Outcome.FAIL: "❌", Outcome.INCONCLUSIVE: "⚠️", Outcome.ERROR: "💥"}
+EMOJI = {Outcome.PASS: "✅", Outcome.FAIL: "❌", Outcome.INCONCLUSIVE: "⚠️", Outcome.UNDECIDED: "⏸️",
+         Outcome.ERROR: "💥"}
 
 
 def escape_value(value: Any) -> Markup:

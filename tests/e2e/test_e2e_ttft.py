@@ -25,7 +25,7 @@ from support.cli import gate_subprocess
 from support.paths import FIXTURES
 from support.vllm_helpers import small_plan, wait_gone
 
-from gate.core.errors import EXIT_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS, EXIT_UNDECIDABLE
+from gate.core.errors import EXIT_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS, EXIT_UNDECIDED
 from gate.flows.backends import load_index
 from gate.judge.verdict import Outcome, load_verdict
 from gate.measure.results import load_results
@@ -104,14 +104,14 @@ def test_the_wait_is_named_as_the_wait_for_the_grammar(a_fifth, tmp_path):
 
 def test_the_same_time_once_per_server_start_never_fails(once_per_start):
     proc, out = once_per_start
-    assert proc.returncode in (EXIT_PASS, EXIT_INCONCLUSIVE, EXIT_UNDECIDABLE), \
+    assert proc.returncode in (EXIT_PASS, EXIT_INCONCLUSIVE, EXIT_UNDECIDED), \
         proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr and not proc.stdout.lstrip().startswith("FAIL")
     head = load_results(out / "head")
     assert not [c for c in head.cells if c.failed]
     logs = " ".join(p.read_text() for p in (out / "head").glob("*/server.log"))
     assert f"slowed by {DELAY_MS:g} ms (first)" in logs  # the fixture ran, once, in the warm-up
-    if proc.returncode == EXIT_UNDECIDABLE:  # no calibration here: screened, no gross effect
+    if proc.returncode == EXIT_UNDECIDED:  # no calibration here: screened, no gross effect
         assert "screened one block: no gross slowdown" in proc.stderr
     else:
         verdict = load_verdict(out / "verdict.json")

@@ -20,12 +20,12 @@ from support.cli import gate_subprocess
 from support.factories import cell, make_results
 from support.vllm_helpers import server_processes, small_plan
 
-from gate.core.errors import EXIT_BAD_INPUT, EXIT_UNDECIDABLE
+from gate.core.errors import EXIT_BAD_INPUT, EXIT_UNDECIDED
 from gate.flows.ab_state import STATE_FILE, ABState, BuildIdentity, FixedDesign, load_state
 from gate.judge.checks import planned_slots
 from gate.judge.compare import ABReference, compare_results
 from gate.judge.noise import Noise, runner_key
-from gate.judge.verdict import load_verdict
+from gate.judge.verdict import Outcome, load_verdict
 from gate.measure.results import Results, save_results
 from gate.plan.spec import load_plan
 from gate.runner.fingerprint import take_fingerprint
@@ -119,16 +119,21 @@ def test_resume_refuses_what_would_change_the_test(tmp_path):
 
 def test_no_calibration_stops_before_any_server_and_names_the_fix(tmp_path):
     """Asked not to screen a block for gross effects (what an uncalibrated A/B does by
-    default: tests/e2e), `gate ab` measures nothing without a calibration."""
+    default: tests/e2e), `gate ab` measures nothing without a calibration, and still leaves a
+    verdict: undecided, naming what would decide, so that no later step (the action's
+    compare) can take the empty folder for a pass."""
     plan, marker = small_plan(tmp_path)
-    code, _, err = gate("ab", "--plan", str(plan), "--out", str(tmp_path / "ab"),
-                        "--noise-dir", str(tmp_path / "noise"), "--no-screening",
-                        cache=tmp_path / "cache")
-    assert code == EXIT_UNDECIDABLE, err
+    code, out, err = gate("ab", "--plan", str(plan), "--out", str(tmp_path / "ab"),
+                          "--noise-dir", str(tmp_path / "noise"), "--no-screening",
+                          cache=tmp_path / "cache")
+    assert code == EXIT_UNDECIDED, err
     # the plan file, not the built-in plan of the same name: that one measures other cells
-    assert "no calibration of this runner" in err and f"gate calibrate --plan {plan} " in err
-    assert "gate ab --calibrate" in err and "Traceback" not in err
-    assert server_processes(marker) == [] and not (tmp_path / "ab" / "verdict.json").exists()
+    assert "no calibration of this runner" in out and f"gate calibrate --plan {plan} " in out
+    assert "gate ab --calibrate" in out and "Traceback" not in err
+    verdict = load_verdict(tmp_path / "ab" / "verdict.json")
+    assert verdict.outcome == Outcome.UNDECIDED and verdict.exit_code == EXIT_UNDECIDED
+    assert verdict.decide_with and f"gate calibrate --plan {plan} " in verdict.decide_with
+    assert server_processes(marker) == [] and not (tmp_path / "ab" / "head").exists()
 
 
 def test_a_stored_calibration_sizes_the_test_and_a_small_budget_is_refused(tmp_path,
@@ -139,10 +144,12 @@ def test_a_stored_calibration_sizes_the_test_and_a_small_budget_is_refused(tmp_p
     # every check the plan judges
     every = tuple(s.name for s in planned_slots(load_plan(str(plan)), load_plan(str(plan)).thresholds))
     store_for(tmp_path / "cache" / "noise", probe, names=every, between=0.01, within=0.03)
-    code, _, err = gate("ab", "--plan", str(plan), "--out", str(tmp_path / "ab"),
+    code, out, err = gate("ab", "--plan", str(plan), "--out", str(tmp_path / "ab"),
                         "--budget-minutes", "1", "--noise-dir", str(tmp_path / "none"),
                         "--no-screening", cache=tmp_path / "cache")
-    assert code == EXIT_UNDECIDABLE, err
-    assert "a budget of 1 runner minutes cannot reach a decision" in err, err
-    assert "raise --budget-minutes to" in err
+    assert code == EXIT_UNDECIDED, err
+    assert "a budget of 1 runner minutes cannot reach a decision" in out, out
+    assert "raise --budget-minutes to" in out
+    assert load_verdict(tmp_path / "ab" / "verdict.json").decide_with.startswith(
+        "--budget-minutes ")
     assert server_processes(marker) == []

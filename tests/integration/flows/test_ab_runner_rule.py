@@ -22,7 +22,7 @@ from support.cli import gate_subprocess
 from support.factories import cell, make_results
 from support.paths import REPO_ROOT
 
-from gate.core.errors import EXIT_ERROR, EXIT_UNDECIDABLE
+from gate.core.errors import EXIT_ERROR, EXIT_UNDECIDED
 from gate.judge.checks import planned_slots
 from gate.judge.verdict import Outcome, load_verdict
 from gate.measure.results import load_results
@@ -89,8 +89,9 @@ def test_two_servers_on_the_same_runner_are_measured_and_judged(tmp_path):
     """No calibration here: one screening block is measured and judged (no gross effect,
     so it ends in "calibrate first", exit 5, not in an error)."""
     proc, out = ab(tmp_path)
-    assert proc.returncode == EXIT_UNDECIDABLE, proc.stdout + proc.stderr
-    assert "screened one block: no gross slowdown" in proc.stderr
+    assert proc.returncode == EXIT_UNDECIDED, proc.stdout + proc.stderr
+    assert "UNDECIDED: screened one block: no gross slowdown" in proc.stdout
+    assert load_verdict(out / "verdict.json").outcome == Outcome.UNDECIDED
     base, head = load_results(out / "base"), load_results(out / "head")
     assert agree(base) == agree(head) == "v1"
     assert base.fingerprint.model_runner_line.startswith("Model Runner V2 requires Triton")
@@ -125,12 +126,14 @@ def test_a_runner_too_noisy_for_the_thresholds_still_screens_for_gross_effects(t
     proc = gate_subprocess("ab", "--plan", str(path), "--out", str(out), "--profile", "never",
                            "--noise-dir", str(tmp_path / "none"),
                            env={"GATE_CACHE_DIR": str(tmp_path / "cache")}, timeout=300)
-    assert proc.returncode == EXIT_UNDECIDABLE, proc.stdout + proc.stderr
+    assert proc.returncode == EXIT_UNDECIDED, proc.stdout + proc.stderr
     assert "design: screening: this runner's calibration cannot decide the thresholds" \
         in proc.stderr
-    assert "screened one block: no gross slowdown" in proc.stderr
-    assert "need a plan this runner can decide" in proc.stderr
-    assert "lengthen the cells" in proc.stderr and "Traceback" not in proc.stderr
+    assert "UNDECIDED: screened one block: no gross slowdown" in proc.stdout
+    assert "need a plan this runner can decide" in proc.stdout
+    assert "lengthen the cells" in proc.stdout and "Traceback" not in proc.stderr
+    verdict = load_verdict(out / "verdict.json")
+    assert verdict.outcome == Outcome.UNDECIDED and "lengthen the cells" in verdict.decide_with
     # said before the block is spent too, not only after it
     before = proc.stderr[:proc.stderr.index("starting vllm serve")]
     assert "before screening:" in before and "lengthen the cells" in before

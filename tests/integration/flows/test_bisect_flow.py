@@ -227,22 +227,17 @@ def test_an_ab_its_budget_stopped_is_resumed_not_started_again(tmp_path):
 
 
 def test_a_screened_step_counts_the_rounds_its_block_measured(tmp_path):
-    """A screen without a gross slowdown raises instead of returning a verdict; the rounds it
-    measured are read from its state file, so the step's row does not say 0 rounds."""
-    from gate.flows.ab_state import STATE_FILE, ABState, FixedDesign
+    """A screen without a gross slowdown returns an undecided verdict (a value, not an
+    exception) that says how many rounds its block measured, so the step's row does not say
+    0 rounds, and the verdict is kept in the step's folder."""
+    from types import SimpleNamespace
+
     from gate.flows.bisect_ab import ABRun, _call
-    from gate.judge.ab_design import Uncalibrated
-    from gate.plan.spec import load_plan
+    from gate.judge.verdict import Outcome, Verdict, load_verdict
 
-    plan = load_plan("cpu-smoke")
-    state = ABState(plan=plan.name, plan_hash=plan.measurement_hash(), runner_key="cpu: test",
-                    thresholds=plan.thresholds, builds={},
-                    design=FixedDesign(rounds_per_block=2, max_rounds=2, description="screen"),
-                    rounds_done=2, finished=True)
-    (tmp_path / STATE_FILE).write_text(state.model_dump_json())
-
-    def screened_without_a_gross_slowdown():
-        raise Uncalibrated("screened one block: no gross slowdown")
-
-    run: ABRun = _call(screened_without_a_gross_slowdown, tmp_path)
-    assert run.verdict is None and run.screened and run.rounds == 2
+    verdict = Verdict(outcome=Outcome.UNDECIDED, mode="ab", rounds=2,
+                      headline="UNDECIDED: screened one block: no gross slowdown")
+    run: ABRun = _call(lambda: SimpleNamespace(verdict=verdict, profile=None), tmp_path)
+    assert run.verdict is None and run.screened.startswith("screened one block")
+    assert run.rounds == 2
+    assert load_verdict(tmp_path / "verdict.json").outcome == Outcome.UNDECIDED

@@ -21,7 +21,7 @@ from support.calibrations import (
 from gate.cli.ab import ab_plan
 from gate.cli.calibrate import calibrated_plan
 from gate.cli.main import build_parser
-from gate.core.errors import EXIT_UNDECIDABLE, CannotDecide
+from gate.core.errors import EXIT_UNDECIDED, CannotDecide
 from gate.judge.ab_design import Uncalibrated, calibrated_design, calibration_command, design_ab
 from gate.judge.checks import judged, planned_slots, ratio_slots, slots
 from gate.judge.noise import Noise
@@ -114,7 +114,7 @@ def test_the_calibration_gate_ab_advises_is_the_one_it_then_finds(changes):
 def test_no_calibration_stops_before_measuring_and_names_the_fix():
     with pytest.raises(Uncalibrated) as err:
         design_ab(CPU_SMOKE, CPU_SMOKE.thresholds, Noise(description="no calibration found"))
-    assert err.value.exit_code == EXIT_UNDECIDABLE
+    assert err.value.exit_code == EXIT_UNDECIDED
     text = str(err.value)
     assert "gate calibrate --plan cpu-smoke --blocks 10" in text and "gate ab --calibrate" in text
     assert "no calibration found" in text and "drain.req_per_min" in text
