@@ -12,7 +12,7 @@ from gate.core.errors import CannotDecide, GateError
 from gate.core.progress import Progress
 from gate.core.settings import Settings
 from gate.evidence import wait
-from gate.flows import ab, backends, calibrate
+from gate.flows import ab, ab_continue, backends, calibrate
 from gate.judge.ab_design import CALIBRATION_BLOCKS, Uncalibrated
 from gate.judge.noise import cache_noise_dir
 from gate.judge.verdict import Verdict, save_verdict, undecided_verdict
@@ -53,6 +53,10 @@ def _build_options(p) -> None:
     p.add_argument("--resume", type=Path, metavar="DIR",
                    help="continue the sequential test of the A/B in DIR (its ab-state.json): "
                    "more blocks, same design, thresholds and calibration")
+    p.add_argument("--continue-from", type=Path, metavar="DIR",
+                   help="a rerun of the same commit: an earlier A/B's folder (its CI artifact). "
+                   "A test that can go on is resumed in --out; a decided one is kept (not "
+                   "measured again); otherwise a new test starts. The verdict says which")
     add_model_runner(p)
     p.add_argument("--quiet", action="store_true")
 
@@ -143,6 +147,10 @@ def _handle(args, settings: Settings, progress: Progress) -> int:
     if args.resume:
         return finish(_resume(args, settings, progress), args.resume)
     options = _options(args, settings, progress)
+    if args.continue_from:
+        if args.backends:
+            raise GateError("--continue-from continues one A/B: it takes no --backends")
+        return _continued(args, settings, options)
     names = backends.selected(options.plan, backends.parse_selection(args.backends))
     if not names:
         return finish(_new(args, settings, options), args.out)
@@ -158,9 +166,35 @@ def _handle(args, settings: Settings, progress: Progress) -> int:
     return backends.load_index(args.out).outcome.exit_code
 
 
-def finish(result: ab.ABResult, out: Path, backend: str | None = None) -> int:
+def _continued(args, settings: Settings, options: ab.ABOptions) -> int:
+    """A rerun: resume, keep or start anew the test of the earlier A/B (gate.flows.ab_continue)."""
+    continued = ab_continue.continuation(args.continue_from, options.plan,
+                                         options.thresholds or options.plan.thresholds)
+    options.progress(f"--continue-from: {continued.why}")
+    if continued.kind == "new":
+        return finish(_new(args, settings, options), args.out, earlier_test=continued.why)
+    ab_continue.take_over(continued, args.out)
+    if continued.kind == "keep":
+        assert continued.verdict is not None
+        verdict = continued.verdict.model_copy(update={"earlier_test": continued.why})
+        path = save_verdict(verdict, args.out / "verdict.json")
+        print(terminal.render_verdict(verdict))
+        print(f"\nverdict: {path} (kept from {args.continue_from})")
+        return verdict.exit_code
+    base, head = _builds(args)
+    result = ab.resume(ab.ResumeOptions(
+        out=args.out, cache_dir=settings.cache_dir, base=base, head=head,
+        budget_minutes=args.budget_minutes, progress=options.progress,
+        profiling=options.profiling))
+    return finish(result, args.out, earlier_test=continued.why)
+
+
+def finish(result: ab.ABResult, out: Path, backend: str | None = None, *,
+           earlier_test: str | None = None) -> int:
     """Write and print one A/B's verdict (with where the wait is); its exit code."""
     verdict = with_wait_findings(result)
+    if earlier_test:
+        verdict = verdict.model_copy(update={"earlier_test": earlier_test})
     path = out / "verdict.json"
     save_verdict(verdict, path)
     if backend:
@@ -193,7 +227,7 @@ def _options(args, settings: Settings, progress: Progress) -> ab.ABOptions:
         plan=plan, base=base, head=head, out=args.out, cache_dir=settings.cache_dir,
         thresholds=plan.thresholds.with_overrides(assignments(args.threshold, "--threshold")),
         noise_dirs=args.noise_dir, progress=progress, profiling=_profiling(args),
-        screen=not (args.calibrate or args.no_screening))
+        screen=not (args.calibrate or args.no_screening), started_in=settings.run_url)
 
 
 def _new(args, settings: Settings, options: ab.ABOptions) -> ab.ABResult:

@@ -16,7 +16,7 @@ from gate.github.workflow_commands import safe_std_streams
 # Every subcommand, in the order `gate --help` lists them: the modules of gate/cli/.
 COMMANDS = (
     "doctor", "run", "ab", "bisect", "calibrate", "compare", "verdict", "baseline", "hunks", "scope", "profile",
-    "report", "publish", "trust", "annotate", "install_vllm", "tiny_model", "corpus", "export",
+    "report", "publish", "trust", "artifact", "annotate", "install_vllm", "tiny_model", "corpus", "export",
     "fingerprint",
 )
 COMMAND_NAMES = {name.replace("_", "-"): name for name in COMMANDS}

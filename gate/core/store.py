@@ -30,7 +30,7 @@ class StrictModel(BaseModel):
 
 def today() -> str:
     """The UTC date a record was made, as stored in its provenance."""
-    return dt.datetime.now(dt.timezone.utc).date().isoformat()
+    return dt.datetime.now(dt.UTC).date().isoformat()
 
 
 def slug(text: str) -> str:

@@ -117,6 +117,7 @@ class ABOptions:
     # Without a calibration: measure one block and fail gross effects only (docs/compare.md,
     # "Screening without a calibration"), then stop naming the fix; False: stop at once.
     screen: bool = True
+    started_in: str | None = None  # the CI run's URL, kept in ab-state.json for a rerun
 
 
 @dataclass(frozen=True)
@@ -369,9 +370,10 @@ def ab(options: ABOptions) -> ABResult:
                   options.progress, Profiler(plan, options.out, options.profiling,
                                               options.progress),
                   screening=screening)
+    state = _start_state(abrun).model_copy(update={"started_in": options.started_in})
     if refused:
         options.progress("not measured: " + "; ".join(refused))
-    result = _finish(abrun, _start_state(abrun), measure=not refused)
+    result = _finish(abrun, state, measure=not refused)
     if why is not None and result.verdict.outcome == Outcome.INCONCLUSIVE:
         result.verdict = undecided(result.verdict, why, plan)
         result.screened = Screened(why)

@@ -91,6 +91,8 @@ class ABState(_Strict):
     rounds_done: int = 0
     outcome: Outcome | None = None
     finished: bool = False
+    started_in: str | None = Field(
+        None, description="where the test started (the CI run's URL), for a rerun's notes")
 
     def noise(self) -> Noise:
         return Noise(tuple(self.calibrations), self.noise_description)

@@ -86,7 +86,7 @@ def assemble(plan: Plan, label: str, fp: Fingerprint, info: ServerInfo,
     served = session.doctor.served if session and session.doctor else None
     return Results(
         label=label,
-        created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         plan=plan, plan_hash=plan.measurement_hash(),
         fingerprint=fingerprint.with_served(fp, served), server=info,
         status="error" if errors else "complete", errors=errors, timings_s=all_timings,

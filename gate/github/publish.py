@@ -226,7 +226,8 @@ def publish(
         for line in hunk_annotations(ranked, verdict, settings.path_prefix):
             workflow_command(out, line)
     outputs = {"verdict": verdict.outcome.value, "exit-code": str(verdict.exit_code),
-               "headline": verdict.headline, **(options.outputs or {})}
+               "headline": verdict.headline, "watched-changed": watched_changed(runs),
+               **(options.outputs or {})}
     posted, reason = _try_comment(settings, body, verdict.outcome.value, options.bot_login,
                                   client_factory, err)
     if posted:
@@ -243,6 +244,16 @@ def publish(
               file=err)
     write_outputs(settings.output, outputs)
     return verdict.exit_code
+
+
+def watched_changed(runs: list[CommentRun]) -> str:
+    """Whether the measured change touched a watched hot path: "true", "false", or "unknown"
+    (no hunks were listed). The action fails an undecided verdict only where it is not
+    "false": a change outside the hot paths that screening found nothing gross in is not held
+    up, one inside them is never passed undecided."""
+    if any(r.hunks is None for r in runs):
+        return "unknown"
+    return "true" if any(r.hunks.files_watched for r in runs if r.hunks) else "false"
 
 
 def _try_comment(settings, body, outcome, bot_login, client_factory, err):

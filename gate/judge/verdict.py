@@ -128,6 +128,9 @@ class Verdict(BaseModel):
     decide_with: str | None = Field(
         None, description="undecided: the command, threshold or budget that would decide on "
         "this runner")
+    earlier_test: str | None = Field(
+        None, description="a rerun: what it did with this commit's earlier test (continued "
+        "it, kept its decided verdict, or started a new one) and where that test started")
     runner_seconds: dict[str, float] = Field(
         default_factory=dict,
         description="A/B: where the runner's time went, both builds together (startup, "

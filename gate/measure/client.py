@@ -108,7 +108,7 @@ async def send_one(session: aiohttp.ClientSession, url: str, req: Request,
                             done = _parse_event(line[5:].strip(), resp, now, parts) or done
             if not done and resp.error is None:
                 resp.error = "stream ended without [DONE]"
-    except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
+    except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
         resp.error = f"{type(exc).__name__}: {exc}"[:500]
     finally:
         resp.end = time.perf_counter()
@@ -345,7 +345,7 @@ def check_server(base_url: str, timeout_s: float = 10.0) -> list[str]:
         if status != 200:
             raise GateError(f"server at {base_url} is not healthy: GET /health answered {status}")
         status, models = asyncio.run(_get(base_url, "/v1/models", timeout_s))
-    except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+    except (TimeoutError, aiohttp.ClientError, OSError) as exc:
         raise GateError(f"cannot reach a vLLM server at {base_url}: {exc}") from None
     if status != 200 or not isinstance(models, dict):
         raise GateError(f"{base_url}/v1/models answered {status}: not an OpenAI-compatible server")

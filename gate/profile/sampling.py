@@ -366,7 +366,7 @@ def assemble_profile(sampled: SampledLoad, opts: SamplingOptions, *, label: str,
             sample_s=1.0 / opts.rate_hz, cpu_s=rec.cpu_s, stacks=stacks,
         ))
     return BuildProfile(
-        label=label, created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        label=label, created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         source=source, rate_hz=opts.rate_hz, window_s=opts.window_s, processes=processes,
         frames=table.frames, windows=windows, requests=requests,
         roots=[str(r) for r in roots], notes=notes,

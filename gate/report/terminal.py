@@ -100,8 +100,9 @@ def render_verdict(v: Verdict) -> str:
         headers = ["metric", "base", "head", "delta", "interval", "threshold", "outcome"]
         lines.append(tabulate([_check_row(c) for c in v.checks], headers=headers,
                               disable_numparse=True))
+    earlier = [v.earlier_test] if v.earlier_test else []
     for title, items in (("warnings", v.warnings), ("errors", v.errors), ("notes", v.notes),
-                         ("advice", v.advice)):
+                         ("advice", v.advice), ("rerun", earlier)):
         if items:
             lines += ["", f"{title}:"] + [f"  - {item}" for item in items]
     return "\n".join(lines)

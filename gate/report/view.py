@@ -440,6 +440,7 @@ class RunView:
     warnings: list[str]
     errors: list[str]
     advice: list[str]
+    earlier_test: str
     run_info: RunInfo | None
     hunks: HunksView | None
     where_time: Markup
@@ -511,7 +512,7 @@ def run_view(ri: RunInput) -> RunView:
         chart=Markup(mermaid_chart(ri.chart_series or {})),
         chart_note=chart_note(ri.chart_name, ri.chart_note) if head is not None else "",
         warnings=environment_warnings(v, head, base), errors=run_errors(v, head, base),
-        advice=capped(v.advice),
+        advice=capped(v.advice), earlier_test=one_line(v.earlier_test or "", 400),
         run_info=run_info(head, base) if head is not None else None,
         hunks=hunks_view(ri.hunks) if ri.hunks is not None else None,
         # render_where_time escapes every name and path it prints (gate.report.escape)

@@ -27,6 +27,7 @@ from gate.core.git import changed_paths, file_at, run_git
 from gate.runner import install, overlay
 
 InstallMode = Literal["precompiled", "source", "none"]
+PINS = "requirements/"  # the build's dependency pins: what pip installs, never an overlay
 
 
 class InstalledBuild(BaseModel):
@@ -68,7 +69,7 @@ def overlay_for(repo: Path, commit: str, builds: list[InstalledBuild],
     found = []
     for base in builds:
         changes = changed_paths(repo, base.commit, commit)
-        if not _carried(changes, package):
+        if not _carried(repo, base.commit, commit, changes, package):
             continue
         inside = [(s, p) for s, p in changes if overlay.overlayable(p, package)]
         found.append(Overlay(base=base, files=[p for s, p in inside if s != "D"],
@@ -78,18 +79,18 @@ def overlay_for(repo: Path, commit: str, builds: list[InstalledBuild],
 
 def overlay_only(repo: Path, old: str, new: str, package: str = overlay.PACKAGE) -> bool:
     """Whether everything `new` changes against `old` that a build shows is overlayable."""
-    return _carried(changed_paths(repo, old, new), package)
+    return _carried(repo, old, new, changed_paths(repo, old, new), package)
 
 
-def _carried(changes: list[tuple[str, str]], package: str) -> bool:
-    return all(overlay.overlayable(p, package) or not _affects_build(p, package)
-               for _, p in changes)
-
-
-def _affects_build(path: str, package: str) -> bool:
-    """A file whose change an installed build would show: the package, or a build input."""
-    return path.startswith(package + "/") or any(
-        path == b or path.startswith(b) for b in install.BUILD_INPUTS)
+def _carried(repo: Path, old: str, new: str, changes: list[tuple[str, str]],
+             package: str) -> bool:
+    """Whether an overlay carries every change old..new that a build shows: the package's
+    Python files, no build input (the build's binaries stay the build's) and no pin (an
+    overlay installs nothing: a new xgrammar pin needs pip, gate install-vllm)."""
+    paths = [p for _, p in changes]
+    inside = all(overlay.overlayable(p, package) for p in paths if p.startswith(package + "/"))
+    pins = any(p.startswith(PINS) for p in paths)
+    return inside and not pins and not install.build_inputs_changed(repo, old, new, paths)
 
 
 def make_overlay(repo: Path, commit: str, plan: Overlay, dest: Path) -> CommitBuild:

@@ -4,12 +4,15 @@ Modes:
 - precompiled: `VLLM_USE_PRECOMPILED=1 pip install -e SRC`, the PR's Python over the compiled
   binaries of the merge-base commit. VLLM_PRECOMPILED_WHEEL_COMMIT is set explicitly to the
   merge base (a detached HEAD would otherwise fall back to the nightly wheel); --variant sets
-  the CUDA variant (VLLM_PRECOMPILED_WHEEL_VARIANT, e.g. cu129). When the diff merge-base..HEAD
-  touches compiled or build inputs (csrc/, cmake/, CMakeLists.txt, setup.py, requirements/),
-  falls back to `source` and says so. When the merge base has no wheel for the variant, the
+  the CUDA variant (VLLM_PRECOMPILED_WHEEL_VARIANT, e.g. cu129). Only what the merge base's
+  binaries were compiled from makes them stale (`build_inputs_changed`): compiled sources
+  (csrc/, cmake/, CMakeLists.txt, setup.py), the build pins (pyproject.toml's [build-system],
+  requirements/build*.txt, requirements/cuda.txt); then it falls back to `source` and says so.
+  A runtime pin (requirements/common.txt: the xgrammar pin) stays precompiled: pip installs
+  the new pin beside the old binaries. When the merge base has no wheel for the variant, the
   error names the wheel it looked for and the fallbacks: the variants that commit does have,
   or source mode.
-- source: `pip install -e SRC` with MAX_JOBS.
+- source: `pip install -e SRC` with MAX_JOBS, capped by memory (`max_jobs`).
 - wheel: `pip install URL`.
 - preinstalled: install nothing; check that vllm imports in that interpreter, print its version.
 
@@ -23,6 +26,7 @@ import os
 import shlex
 import subprocess
 import sys
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,7 +38,22 @@ from gate.runner import wheels
 
 MODES = ("precompiled", "source", "wheel", "preinstalled")
 OUTPUT_KEPT_LINES = 400  # of an install step's output, for the diagnosis of a failure
-BUILD_INPUTS = ("csrc/", "cmake/", "CMakeLists.txt", "setup.py", "requirements/")
+# What the compiled binaries are built from (a folder ends in /). pyproject.toml counts only
+# through its [build-system] table (`build_inputs_changed`).
+BUILD_INPUTS = ("csrc/", "cmake/", "CMakeLists.txt", "setup.py", "requirements/build.txt",
+                "requirements/build-", "requirements/cuda.txt")
+PYPROJECT = "pyproject.toml"
+# nvcc's peak per job on vLLM's kernels is several GiB; vLLM's docs lower MAX_JOBS when a
+# build runs out of memory. A job per this much available memory, at most one per CPU.
+GIB_PER_BUILD_JOB = 4
+# What each mode costs, said before it starts (docs/action.md, "Installs sized to what
+# changed"): a precompiled install downloads one wheel and the Python dependencies.
+EXPECTED = {"precompiled": "a few minutes (one precompiled wheel and the Python dependencies "
+                           "to download)",
+            "source": "a full build of vLLM's kernels: tens of minutes to over an hour at "
+                      "MAX_JOBS={jobs}, with nvcc and the CUDA toolkit on the runner",
+            "wheel": "a few minutes (one wheel and its dependencies)",
+            "preinstalled": "nothing to install"}
 VERSION_PROBE = "import vllm, sys; sys.stdout.write(vllm.__version__)"
 
 
@@ -76,10 +95,55 @@ class InstallRequest:
     wheel_index: str = wheels.DEFAULT_INDEX  # where the variants are looked up on a failure
 
 
+def is_build_input(path: str) -> bool:
+    """A file the compiled binaries are built from (pyproject.toml: see build_inputs_changed)."""
+    return any(path == b or (b.endswith(("/", "-")) and path.startswith(b)) for b in BUILD_INPUTS)
+
+
+def build_inputs_changed(repo: Path, old: str, new: str, paths: list[str]) -> list[str]:
+    """Of `paths` (what old..new changes), those that make old's binaries stale for new:
+    the build inputs, and pyproject.toml when its [build-system] table differs."""
+    stale = [p for p in paths if is_build_input(p)]
+    if PYPROJECT in paths and _build_system(repo, old) != _build_system(repo, new):
+        stale.append(PYPROJECT)
+    return stale
+
+
+def _build_system(repo: Path, commit: str) -> object:
+    try:
+        text = git.file_at(repo, commit, PYPROJECT).decode("utf-8", "replace")
+    except GateError:
+        return None  # no pyproject.toml at that commit
+    try:
+        return tomllib.loads(text).get("build-system")
+    except tomllib.TOMLDecodeError:
+        return text  # unreadable: any change to it counts
+
+
 def touched_build_inputs(src: Path, merge_base: str) -> list[str]:
     changed = git_text(src, ["diff", "--name-only", f"{merge_base}..HEAD"],
                        "listing the files the PR changes").splitlines()
-    return [p for p in changed if any(p == b or p.startswith(b) for b in BUILD_INPUTS)]
+    return build_inputs_changed(src, merge_base, "HEAD", changed)
+
+
+def max_jobs(cpus: int | None = None, available_gib: float | None = None) -> int:
+    """MAX_JOBS of a source build: one per CPU, at most one per GIB_PER_BUILD_JOB GiB of
+    available memory (an out-of-memory nvcc fails the build an hour in)."""
+    cpus = cpus or os.cpu_count() or 1
+    if available_gib is None:
+        available_gib = _available_gib()
+    by_memory = int(available_gib // GIB_PER_BUILD_JOB) if available_gib else cpus
+    return max(1, min(cpus, by_memory))
+
+
+def _available_gib(meminfo: Path = Path("/proc/meminfo")) -> float | None:
+    try:
+        for line in meminfo.read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) / (1 << 20)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def plan_install(req: InstallRequest) -> InstallPlan:
@@ -97,7 +161,7 @@ def plan_install(req: InstallRequest) -> InstallPlan:
     if src is None or not ((src / ".git").exists() or (src / "setup.py").exists()):
         raise GateError(f"--mode {req.mode} needs --src, the vLLM source checkout (got {src})")
     src = src.resolve()
-    jobs = str(req.max_jobs or os.cpu_count() or 1)
+    jobs = str(req.max_jobs or max_jobs())
     source = Step([*pip, "-e", str(src)], {"MAX_JOBS": jobs}, str(src))
     if req.mode == "source":
         return InstallPlan(req.mode, req.mode, [source], max_jobs=jobs)

@@ -37,6 +37,12 @@ its commits, oldest first): identical (head is the branch's tip), behind (an old
 it), diverged (a commit in `elsewhere`, e.g. a fork's, which GitHub's compare also finds), or
 404 for a commit it does not know.
 
+Actions runs and artifacts (`gate artifact fetch`): `add_run(workflow, sha, artifacts)` keeps a
+completed run; GET /repos/{o}/{r}/actions/workflows/{file}/runs?head_sha= lists that workflow's
+runs at the commit (newest first, `workflow_runs`), GET .../actions/runs/{id}/artifacts?name=
+its artifacts, and GET .../actions/artifacts/{id}/zip answers 302 to /blob/{id} on
+`blob_host` (like GitHub's signed URL on another host), which serves the zip to anyone.
+
 Every request is recorded (method, path, query, headers, body) for assertions.
 """
 
@@ -131,6 +137,10 @@ class FakeGitHub:
         self.secondary_until: float | None = None
         self.secondary_retry_after = False
         self.limited: list[Recorded] = []  # requests answered with a rate-limit 403
+        self.runs: list[dict[str, Any]] = []  # completed workflow runs, oldest first
+        self.artifacts: dict[int, list[dict[str, Any]]] = {}  # run id -> its artifacts
+        self.blobs: dict[int, bytes] = {}  # artifact id -> its zip archive
+        self.blob_host = "localhost"  # another host name for this server: no token goes there
         self._next_id = 1000
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -231,6 +241,24 @@ class FakeGitHub:
             self.reviews.setdefault(pr, []).append(review)
             return review
 
+    def add_run(self, workflow: str, sha: str, artifacts: dict[str, bytes]) -> int:
+        """A completed run of `workflow` at `sha` that kept `artifacts` (name -> zip)."""
+        with self._lock:
+            self._next_id += 1
+            run_id = self._next_id
+            self.runs.append({"id": run_id, "head_sha": sha, "status": "completed",
+                              "path": f".github/workflows/{workflow}",
+                              "created_at": f"2026-12-03T10:{len(self.runs):02d}:00Z",
+                              "html_url": f"https://github.com/{self.repository}/actions/runs/"
+                                          f"{run_id}"})
+            self.artifacts[run_id] = []
+            for name, data in artifacts.items():
+                self._next_id += 1
+                self.blobs[self._next_id] = data
+                self.artifacts[run_id].append({"id": self._next_id, "name": name,
+                                               "expired": False, "size_in_bytes": len(data)})
+        return run_id
+
     def requests_to(self, method: str, fragment: str = "") -> list[Recorded]:
         return [r for r in self.requests if r.method == method and fragment in r.path]
 
@@ -244,6 +272,9 @@ class FakeGitHub:
             failure = self._take_failure(method)
         if failure:
             return failure.status, failure.headers, failure.body
+        if split.path.startswith("/blob/") and method == "GET":
+            blob = self.blobs.get(int(split.path.rsplit("/", 1)[1]))
+            return (200, {}, blob) if blob is not None else (404, {}, {"message": "Not Found"})
         token = headers.get("authorization", "").removeprefix("Bearer ").removeprefix("token ")
         login = self.login_of(token)
         if login is None:
@@ -296,6 +327,8 @@ class FakeGitHub:
         rest = parts[3:]
         if (answer := self._route_trust(method, rest, token)) is not None:
             return answer
+        if rest[:1] == ["actions"] and method == "GET":
+            return self._route_actions(rest[1:], query)
         writes = method in ("POST", "PATCH")
         if writes and token in self.fork_tokens:
             return 403, {}, {"message": INTEGRATION_403}
@@ -312,6 +345,25 @@ class FakeGitHub:
             return self._issue_comments(method, path, int(rest[1]), query, token, body)
         if len(rest) == 3 and rest[:2] == ["issues", "comments"] and method == "PATCH":
             return self._edit_comment(rest[2], token, body)
+        return 404, {}, {"message": "Not Found"}
+
+    # -- actions runs and artifacts -------------------------------------------------------
+    def _route_actions(self, rest: list[str], query: dict[str, list[str]]):
+        if len(rest) == 3 and rest[0] == "workflows" and rest[2] == "runs":
+            sha = (query.get("head_sha") or [None])[0]
+            runs = [r for r in reversed(self.runs) if r["path"].endswith("/" + rest[1])
+                    and (sha is None or r["head_sha"] == sha)]
+            return 200, {}, {"total_count": len(runs), "workflow_runs": runs}
+        if len(rest) == 3 and rest[0] == "runs" and rest[2] == "artifacts" and rest[1].isdigit():
+            name = (query.get("name") or [None])[0]
+            found = [a for a in self.artifacts.get(int(rest[1]), [])
+                     if name is None or a["name"] == name]
+            return 200, {}, {"total_count": len(found), "artifacts": found}
+        if len(rest) == 3 and rest[0] == "artifacts" and rest[2] == "zip" and rest[1].isdigit():
+            if int(rest[1]) not in self.blobs:
+                return 404, {}, {"message": "Not Found"}
+            port = self.url.rsplit(":", 1)[1]
+            return 302, {"Location": f"http://{self.blob_host}:{port}/blob/{rest[1]}"}, {}
         return 404, {}, {"message": "Not Found"}
 
     # -- comments -------------------------------------------------------------------------
@@ -426,9 +478,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         status, extra, payload = answer
-        data = json.dumps(payload).encode()
+        raw_bytes = isinstance(payload, bytes)
+        data = payload if raw_bytes else json.dumps(payload).encode()
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", "application/zip" if raw_bytes else "application/json")
         self.send_header("Content-Length", str(len(data)))
         for key, value in {**self.fake.rate_headers(), **extra}.items():
             self.send_header(key, value)

@@ -4,8 +4,8 @@ names exists, and its layer table matches the import contract that `make lint` e
 from __future__ import annotations
 
 import re
-
 import tomllib
+
 from support.paths import REPO_ROOT
 
 GATE = REPO_ROOT / "gate"

@@ -14,7 +14,7 @@ from support.gitrepo import commit, git, init
 from support.paths import FIXTURES
 
 from gate.core.errors import EXIT_ERROR, GateError
-from gate.runner.install import InstallRequest, plan_install
+from gate.runner.install import InstallRequest, max_jobs, plan_install
 
 
 @pytest.fixture
@@ -49,7 +49,8 @@ def test_python_only_change_is_precompiled_at_the_merge_base(repo):
 
 @pytest.mark.parametrize(
     "path",
-    ["csrc/ops.cu", "cmake/utils.cmake", "CMakeLists.txt", "setup.py", "requirements/common.txt"],
+    ["csrc/ops.cu", "cmake/utils.cmake", "CMakeLists.txt", "setup.py", "requirements/build.txt",
+     "requirements/cuda.txt"],
 )
 def test_build_input_change_falls_back_to_source(repo, path):
     r, _ = repo
@@ -65,11 +66,37 @@ def test_build_input_change_falls_back_to_source(repo, path):
 
 def test_plan_object_records_the_decision(repo):
     r, fork_point = repo
-    commit(r, "bump xgrammar", {"requirements/common.txt": "xgrammar==9\n"})
+    commit(r, "torch pin", {"requirements/cuda.txt": "torch==9\n"})
     plan = plan_install(InstallRequest("precompiled", "py", src=r, base_ref="main"))
     assert plan.mode == "source" and plan.merge_base == fork_point
-    assert plan.build_inputs_touched == ["requirements/common.txt"]
+    assert plan.build_inputs_touched == ["requirements/cuda.txt"]
     assert plan.steps[0].argv == ["py", "-m", "pip", "install", "-e", str(r.resolve())]
+
+
+def test_a_runtime_pin_stays_precompiled_and_pip_installs_it(repo):
+    """The xgrammar pin in requirements/common.txt is a watched path: a PR that moves it is
+    the class the gate most wants, and the merge base's binaries still fit it."""
+    r, fork_point = repo
+    commit(r, "bump xgrammar", {"requirements/common.txt": "xgrammar==9\n",
+                                "pyproject.toml": "[tool.ruff]\nline-length = 80\n"})
+    plan = plan_install(InstallRequest("precompiled", "py", src=r, base_ref="main"))
+    assert plan.mode == "precompiled" and plan.build_inputs_touched == []
+    assert plan.steps[0].env["VLLM_PRECOMPILED_WHEEL_COMMIT"] == fork_point
+
+
+def test_pyproject_counts_only_through_its_build_system(repo):
+    r, _ = repo
+    commit(r, "pyproject", {"pyproject.toml": "[build-system]\nrequires = ['torch==1']\n"})
+    git(r, "update-ref", "refs/heads/main", "HEAD")  # the merge base now has one
+    commit(r, "torch", {"pyproject.toml": "[build-system]\nrequires = ['torch==2']\n"})
+    plan = plan_install(InstallRequest("precompiled", "py", src=r, base_ref="main"))
+    assert plan.mode == "source" and plan.build_inputs_touched == ["pyproject.toml"]
+
+
+def test_max_jobs_is_capped_by_memory():
+    assert max_jobs(cpus=64, available_gib=40) == 10
+    assert max_jobs(cpus=4, available_gib=400) == 4
+    assert max_jobs(cpus=8, available_gib=2) == 1
 
 
 def test_source_and_wheel_modes_pass_arguments_without_a_shell(repo):

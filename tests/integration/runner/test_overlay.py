@@ -108,7 +108,8 @@ def test_installed_package_is_found_without_importing_it(tmp_path):
     ({"vllm/configs/moe.json": "{}\n"}, True),  # package data
     ({"csrc/kernel.cu": "// k\n"}, False),
     ({"setup.py": "# s\n"}, False),
-    ({"requirements/common.txt": "xgrammar==0.2\n"}, False),
+    ({"requirements/common.txt": "xgrammar==0.2\n"}, False),  # a pin: pip, not an overlay
+    ({"pyproject.toml": "[tool.ruff]\n"}, True),  # no [build-system] change
     ({"vllm/ops/kernel.cpp": "// k\n"}, False),
 ])
 def test_a_commit_is_an_overlay_unless_it_changes_what_is_compiled(tmp_path, files, overlayable):

@@ -16,10 +16,10 @@ import os
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
-import tomllib
 from support import factories as f
 from support.fake_github import FakeGitHub
 from support.import_fence import PIN, locked_distributions, normalize

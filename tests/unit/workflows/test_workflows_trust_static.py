@@ -233,7 +233,7 @@ def test_rerun_takes_a_required_sha_and_checks_out_exactly_it():
     assert inputs["sha"]["required"] is True and inputs["sha"]["type"] == "string"
     assert "ref" not in inputs  # no branch names
     measure = doc["jobs"]["measure"]
-    assert needs(measure) == ["check"]
+    assert needs(measure) == ["check", "earlier"]  # earlier: no measured code (test_ab_reruns)
     (code,) = [s for s in measure["steps"] if is_checkout(s) and "repository" not in s["with"]]
     assert code["with"]["ref"] == "${{ inputs.sha }}"
     post = step(doc, "comment", "Post the comment")
@@ -326,7 +326,8 @@ def test_a_rerun_needs_a_second_person():
     """Item 1: the dispatcher alone cannot send a commit to the GPU runner."""
     doc = load("gate-rerun.yml")
     measure, check = doc["jobs"]["measure"], doc["jobs"]["check"]
-    assert environment_name(measure) == "perf-gate-fork" and needs(measure) == ["check"]
+    assert environment_name(measure) == "perf-gate-fork" and needs(measure) == ["check", "earlier"]
+    assert needs(doc["jobs"]["earlier"]) == ["check"]  # the earlier test is fetched after it
     assert check["permissions"]["actions"] == "read"
     (env_check,) = runs(check, "gate trust check-environment perf-gate-fork")
     assert "if" not in env_check and env_check["env"]["GITHUB_TOKEN"] == "${{ github.token }}"
