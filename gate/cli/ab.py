@@ -9,9 +9,11 @@ from pathlib import Path
 
 from gate.cli.common import add_model_runner, assignments, diff_settings, int_list
 from gate.core.errors import CannotDecide, GateError
+from gate.core.git import merge_base, resolve_ref
 from gate.core.progress import Progress
 from gate.core.settings import Settings
 from gate.evidence import wait
+from gate.evidence.hunks import check_repo
 from gate.flows import ab, ab_continue, backends, calibrate
 from gate.judge.ab_design import CALIBRATION_BLOCKS, Uncalibrated
 from gate.judge.noise import cache_noise_dir
@@ -20,6 +22,7 @@ from gate.plan.spec import Plan, apply_overrides, load_plan, pin_runner
 from gate.profile.diff_file import DiffSettings
 from gate.profile.sampling import DEFAULT_RATE_HZ, PROFILE_POLICIES, SamplingOptions
 from gate.report import terminal
+from gate.runner import commit_build
 
 # Options that shape the sequential test: fixed at its start, refused with --resume.
 FIXED_BY_THE_TEST = ("plan", "max_rounds", "min_rounds", "rounds", "servers", "threshold",
@@ -49,6 +52,18 @@ def _build_options(p) -> None:
                    help="environment of the base build's server (repeatable)")
     p.add_argument("--head-env", action="append", metavar="KEY=VALUE",
                    help="environment of the head build's server (repeatable)")
+    p.add_argument("--repo", type=Path, metavar="DIR",
+                   help="a vLLM checkout: --base-commit and --head-commit are its commits, "
+                   "each measured as its Python files over the one build installed for "
+                   "--over (the CPU counterpart of vLLM's precompiled mode)")
+    p.add_argument("--base-commit", metavar="REF", help="with --repo: the base commit")
+    p.add_argument("--head-commit", metavar="REF", help="with --repo: the head commit")
+    p.add_argument("--over", metavar="PYTHON",
+                   help="with --repo: the interpreter (or virtualenv) of the installed build the "
+                   "commits are laid over (default: this one)")
+    p.add_argument("--installed-commit", metavar="REF",
+                   help="with --repo: the commit the installed build was made from (default: "
+                   "the merge base of base and head; checked against its hot-path files)")
     p.add_argument("--out", type=Path, default=Path("gate-ab"), help="output folder")
     p.add_argument("--resume", type=Path, metavar="DIR",
                    help="continue the sequential test of the A/B in DIR (its ab-state.json): "
@@ -118,8 +133,35 @@ def ab_settings(args) -> dict:
 
 
 def _builds(args) -> tuple[ab.Build, ab.Build]:
+    if args.repo is not None:
+        return _commit_builds(args)
+    if args.base_commit or args.head_commit or args.over or args.installed_commit:
+        raise GateError("--base-commit, --head-commit, --over and --installed-commit need --repo")
     return (ab.Build("base", ab.resolve_python(args.base), assignments(args.base_env, "--base-env")),
             ab.Build("head", ab.resolve_python(args.head), assignments(args.head_env, "--head-env")))
+
+
+def _commit_builds(args) -> tuple[ab.Build, ab.Build]:
+    """Two commits of a checkout over one installed build (gate.runner.commit_build)."""
+    if args.base or args.head:
+        raise GateError("--repo measures --base-commit and --head-commit over --over: it takes "
+                        "no --base/--head interpreter")
+    if not (args.base_commit and args.head_commit):
+        raise GateError("--repo needs --base-commit and --head-commit")
+    check_repo(args.repo)
+    base, head = (resolve_ref(args.repo, ref) for ref in (args.base_commit, args.head_commit))
+    installed_commit = resolve_ref(args.repo, args.installed_commit) if args.installed_commit \
+        else merge_base(args.repo, base, head)
+    installed = commit_build.installed_as(args.repo, installed_commit, ab.resolve_python(args.over))
+    out = args.resume or args.out
+    builds = []
+    for label, commit, env_flags, flag in (("base", base, args.base_env, "--base-env"),
+                                           ("head", head, args.head_env, "--head-env")):
+        made = commit_build.commit_over(args.repo, commit, installed, out / "overlays" / label)
+        print(f"gate ab: {label} {commit[:12]}: {made.how}", file=sys.stderr)
+        builds.append(ab.Build(label, made.python,
+                               {**made.env, **assignments(env_flags, flag)}))
+    return builds[0], builds[1]
 
 
 def _profiling(args) -> ab.Profiling:
@@ -261,6 +303,6 @@ def _resume(args, settings: Settings, progress: Progress) -> ab.ABResult:
     base, head = _builds(args)
     return ab.resume(ab.ResumeOptions(
         out=args.resume, cache_dir=settings.cache_dir,
-        base=base if args.base or args.base_env else None,
-        head=head if args.head or args.head_env else None,
+        base=base if args.base or args.base_env or args.repo else None,
+        head=head if args.head or args.head_env or args.repo else None,
         budget_minutes=args.budget_minutes, progress=progress, profiling=_profiling(args)))

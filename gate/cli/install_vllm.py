@@ -23,7 +23,8 @@ def add_parser(sub) -> None:
     p.add_argument("--src", type=Path, help="vLLM source checkout (precompiled, source)")
     p.add_argument("--base-ref", default="origin/main", help="merge-base ref (precompiled)")
     p.add_argument("--wheel", help="wheel URL or path (wheel mode)")
-    p.add_argument("--max-jobs", type=int, help="MAX_JOBS for source builds (default: CPUs)")
+    p.add_argument("--max-jobs", type=int, help="MAX_JOBS for source builds (default: one per CPU, at most one per "
+                   f"{install.GIB_PER_BUILD_JOB} GiB of available memory)")
     p.add_argument("--variant", help="precompiled: the CUDA variant of the merge base's wheel, "
                    "e.g. cu129 (VLLM_PRECOMPILED_WHEEL_VARIANT; default: vLLM's choice)")
     p.add_argument("--wheel-index", default=wheels.DEFAULT_INDEX,
@@ -46,6 +47,7 @@ def handle(args, settings: Settings) -> int:
     )
     if plan.merge_base:
         print(f"merge-base: {plan.merge_base}")
+    print(f"expected: {install.EXPECTED[plan.mode].format(jobs=plan.max_jobs)}")
     if args.dry_run:
         for step in plan.steps:
             print(step.render())

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from pydantic import BaseModel, Field
 from gate.core.child_env import code_under_test_env, scratch_cwd
 from gate.core.errors import GateError
 from gate.core.git import changed_paths, file_at, run_git
+from gate.plan.hot_paths import WATCHED_PATHS, watched
 from gate.runner import install, overlay
 
 InstallMode = Literal["precompiled", "source", "none"]
@@ -102,6 +104,47 @@ def make_overlay(repo: Path, commit: str, plan: Overlay, dest: Path) -> CommitBu
         how=f"overlay of {count} package file(s) over the build of {plan.base.commit[:12]} "
             f"({plan.base.how})",
         overlay_files=sorted(plan.files + plan.removed))
+
+
+def installed_as(repo: Path, commit: str, python: str,
+                 package: str = overlay.PACKAGE) -> InstalledBuild:
+    """The build installed for `python`, checked to hold `commit`'s hot-path files (an overlay
+    over another build would measure that build's files, not the commit's)."""
+    folder = overlay.installed_package(python, package)
+    listing = run_git(repo, ["ls-tree", "-r", "-z", commit, "--", f"{package}/"],
+                      f"listing {package}/ at {commit[:12]}").decode("utf-8", "replace")
+    for entry in filter(None, listing.split("\0")):
+        meta, path = entry.split("\t", 1)
+        if not watched(path, WATCHED_PATHS) or not overlay.overlayable(path, package):
+            continue
+        installed = folder.parent / path
+        if not installed.is_file() or _blob_id(installed.read_bytes()) != meta.split()[2]:
+            raise GateError(
+                f"the build installed for {python} is not commit {commit[:12]}: its {path} "
+                f"{'differs' if installed.is_file() else 'is missing'} ({folder}); name the "
+                "commit it was installed from with --installed-commit")
+    return InstalledBuild(commit=commit, python=python, package_dir=str(folder),
+                          how=f"the build installed for {python}")
+
+
+def _blob_id(content: bytes) -> str:
+    """git's object id of a file's content (what ls-tree lists), without running git."""
+    return hashlib.sha1(b"blob %d\0" % len(content) + content).hexdigest()  # noqa: S324
+
+
+def commit_over(repo: Path, commit: str, installed: InstalledBuild, dest: Path) -> CommitBuild:
+    """`commit` as an overlay of its package files over `installed` (the installed build as
+    it is when they do not differ); a GateError when an overlay cannot carry the difference."""
+    plan = overlay_for(repo, commit, [installed])
+    if plan is None:
+        raise GateError(
+            f"{commit[:12]} differs from the installed build ({installed.commit[:12]}) in what "
+            "an overlay cannot carry (compiled sources, build inputs or pins): install it "
+            "(gate install-vllm) and pass its interpreter instead")
+    if not (plan.files or plan.removed):
+        return CommitBuild(commit=commit, python=installed.python, env={},
+                           how=f"the build of {installed.commit[:12]} as installed")
+    return make_overlay(repo, commit, plan, dest)
 
 
 def install_commit(repo: Path, commit: str, mode: InstallMode, dest: Path,

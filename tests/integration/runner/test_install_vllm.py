@@ -59,6 +59,7 @@ def test_build_input_change_falls_back_to_source(repo, path):
                            "--base-ref", "main", "--max-jobs", "3", "--dry-run")
     assert proc.returncode == 0
     assert "mode: source (requested precompiled)" in proc.stdout
+    assert "expected: a full build of vLLM's kernels" in proc.stdout and "MAX_JOBS=3" in proc.stdout
     assert f"MAX_JOBS=3 py -m pip install -e {r.resolve()}" in proc.stdout
     assert "VLLM_USE_PRECOMPILED" not in proc.stdout
     assert "falling back to a source build" in proc.stderr and path in proc.stderr
