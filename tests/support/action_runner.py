@@ -95,6 +95,8 @@ def read_outputs(path: Path) -> dict[str, str]:
 
 
 class Runner:
+    timeout_s = 300  # per step; the twin's measuring step runs real servers
+
     def __init__(self, workspace: Path, inputs: dict[str, str], env: dict[str, str]):
         self.action = yaml.safe_load((REPO_ROOT / "action.yml").read_text())
         self.workspace = workspace
@@ -163,7 +165,7 @@ class Runner:
             env=env,
             capture_output=True,
             text=True,
-            timeout=300,
+            timeout=self.timeout_s,
         )
         outputs = read_outputs(output)
         if sid:

@@ -1,0 +1,236 @@
+"""The shipped PR and rerun workflows, job by job as the runner lays them out
+(support/workflow_job.py), against the local GitHub server and stand-in vLLM servers
+(support/fake_vllm.py, launched by the plan as vLLM would be):
+
+- an undecided A/B (a runner with no calibration screens one block, nothing gross) of a change
+  to a watched hot path never leaves a green check: the measuring job fails and the comment
+  says undecided and what would decide;
+- the same A/B of a change outside the hot paths is not held up (a notice, not a failure);
+- a rerun of a commit whose test was decided keeps that verdict (nothing is measured again),
+  and one whose test can go on continues it: same design, same rounds spent, said in the
+  comment.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+import zipfile
+from pathlib import Path
+
+import yaml
+from support.factories import cell, make_results
+from support.fake_github import TOKEN
+from support.gitrepo import commit, git, init
+from support.paths import REPO_ROOT
+from support.workflow_job import JobRun, Run
+from support.workflows import load
+
+from gate.flows.ab_state import STATE_FILE, ABState, BuildIdentity, FixedDesign
+from gate.judge.noise import runner_key
+from gate.judge.verdict import Outcome, Verdict, save_verdict
+from gate.measure.results import save_results
+from gate.plan.spec import load_plan
+from gate.runner.fingerprint import take_fingerprint
+
+FAKE = REPO_ROOT / "tests" / "support" / "fake_vllm.py"
+UTILS = "vllm/v1/structured_output/utils.py"
+PR = 7
+# The hash-pinned installs of the gate in the token jobs: the gate under test is on PATH here
+# (tests/integration/workflows/test_token_job_installs.py checks those installs).
+INSTALLS = {"Install the gate (hash-pinned, no token)"}
+
+
+def stand_in_plan(folder: Path, **ab) -> Path:
+    data = load_plan("cpu-smoke").model_dump(mode="json", exclude_none=True)
+    data["server"].pop("tiny_model")
+    data["server"].update(model="fake-org/fake-model", launch="command",
+                          command=[sys.executable, str(FAKE)], startup_timeout_s=60)
+    data["warmup"] = {"requests": 2, "concurrency": 2}
+    data["drain"] = {"enabled": False}
+    data["sweep"].update(levels=[2], window_s=0.5, max_window_s=5, min_requests_factor=2)
+    data["ab"] = {"servers": "persistent", "max_rounds": 4, **ab}
+    path = folder / "plan.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def pr_repo(path: Path, changed: str) -> tuple[str, str]:
+    """A vLLM-shaped repository: main, and a PR commit that changes `changed`."""
+    init(path)
+    base = commit(path, "base", {UTILS: "def apply_grammar_bitmask():\n    pass\n",
+                                 "docs/usage.md": "usage\n"})
+    git(path, "update-ref", "refs/remotes/origin/main", base)
+    git(path, "checkout", "-q", "-b", "pr")
+    head = commit(path, "the PR", {changed: "def apply_grammar_bitmask():\n    stage()\n"})
+    return base, head
+
+
+def checkout_of(repo: Path):
+    def checkout(folder: Path, with_: dict[str, str]) -> None:
+        if with_.get("repository"):  # the gate itself: the action runs from this checkout
+            return
+        if with_.get("sparse-checkout"):  # the base branch's baselines: none stored
+            (folder / with_["sparse-checkout"] / "noise").mkdir(parents=True, exist_ok=True)
+            return
+        git(repo, "clone", "-q", str(repo), str(folder))
+        git(folder, "checkout", "-q", with_["ref"])
+        git(folder, "update-ref", "refs/remotes/origin/main",
+            git(repo, "rev-parse", "refs/remotes/origin/main"))
+    return checkout
+
+
+def workflow_run(tmp_path: Path, fake, name: str, repo: Path, plan: Path, *, event: dict,
+                 inputs: dict | None = None) -> Run:
+    env = {
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "PYTHONPATH": str(REPO_ROOT), "HOME": os.environ.get("HOME", str(tmp_path)),
+        "LANG": "C.UTF-8", "GATE_CACHE_DIR": str(tmp_path / "cache"),
+        "GITHUB_API_URL": fake.url, "GITHUB_REPOSITORY": fake.repository,
+        "GITHUB_SERVER_URL": "https://github.com", "GITHUB_RUN_ID": "4243",
+        "GITHUB_EVENT_NAME": "pull_request_target" if name == "gate-pr.yml" else
+        "workflow_dispatch", "GITHUB_EVENT_PATH": str(tmp_path / "event.json"),
+    }
+    (tmp_path / "event.json").write_text(json.dumps(event))
+    return Run(load(name), tmp_path / "run", env, event=event, inputs=inputs or {},
+               checkout=checkout_of(repo), skip=INSTALLS,
+               action_inputs={"install-gate": "false", "install-mode": "preinstalled",
+                              "python": sys.executable, "base-python": sys.executable,
+                              "plan": str(plan),
+                              # not a provisioned GPU runner (test_isolation covers the check)
+                              "runner-marker": "", "model-cache": ""})
+
+
+def pr_event(head: str, base: str) -> dict:
+    person = {"login": "alice", "type": "User"}
+    return {"action": "synchronize", "number": PR, "sender": person,
+            "pull_request": {"number": PR, "user": person, "labels": [],
+                             "head": {"sha": head, "repo": {"full_name": "octo/vllm"}},
+                             "base": {"sha": base, "repo": {"full_name": "octo/vllm"}}}}
+
+
+def decided_to_run(head: str) -> JobRun:
+    """The decide job's outputs for a person's own branch (its logic: test_approval_paths)."""
+    return JobRun("decide", [], {"run": "true", "revoke": "false", "sha": head,
+                                 "environment": "perf-gate", "review-url": ""})
+
+
+def run_pr_workflow(tmp_path, fake, changed: str):
+    repo = tmp_path / "repo"
+    base, head = pr_repo(repo, changed)
+    fake.pulls[PR] = {"number": PR, "head": {"sha": head}, "state": "open"}
+    run = workflow_run(tmp_path, fake, "gate-pr.yml", repo, stand_in_plan(tmp_path),
+                       event=pr_event(head, base))
+    run.jobs["decide"] = decided_to_run(head)
+    earlier = run.run("earlier")
+    measure = run.run("measure")
+    comment = run.run("comment")
+    return earlier, measure, comment
+
+
+def test_an_undecided_ab_of_a_hot_path_change_is_never_a_green_check(tmp_path, fake):
+    earlier, measure, comment = run_pr_workflow(tmp_path, fake, UTILS)
+    assert earlier.result == "success" and earlier.outputs["found"] == "false"
+    gate = measure.step("gate")
+    assert gate.outputs["verdict"] == "undecided", gate.stderr[-3000:]
+    assert measure.result == "failure"  # the check a PR sees is red, not green
+    assert "::error title=Perf gate undecided::UNDECIDED: screened one block" in gate.stdout
+    assert comment.result == "success"
+    (posted,) = fake.comments[PR]
+    assert "UNDECIDED: screened one block" in posted["body"]
+    assert "gate calibrate --plan" in posted["body"]  # what would decide, in the comment
+
+
+def test_an_undecided_ab_of_a_change_outside_the_hot_paths_is_not_held_up(tmp_path, fake):
+    _, measure, comment = run_pr_workflow(tmp_path, fake, "docs/usage.md")
+    gate = measure.step("gate")
+    assert gate.outputs["verdict"] == "undecided" and measure.result == "success"
+    assert "::notice title=Perf gate undecided::not failing: the change touches no watched " \
+        "hot path" in gate.stdout
+    assert comment.result == "success" and "UNDECIDED" in fake.comments[PR][0]["body"]
+
+
+def earlier_artifact(folder: Path, plan_path: Path, *, outcome: Outcome, finished: bool) -> bytes:
+    """What a first run of this commit uploaded: both results, the state and the verdict."""
+    plan = load_plan(str(plan_path))
+    fp = take_fingerprint(python=sys.executable, env={**os.environ, **plan.server.env})
+    for label in ("base", "head"):
+        cells = [cell("sweep", arm, 2, r, tpot_p50=3.0) for r in range(2)
+                 for arm in ("guided", "free")]
+        res = make_results(cells, plan=plan.model_copy(update={"repeats": 2}), fp=fp,
+                           label=label).model_copy(update={"sequential_rounds": 4})
+        save_results(res, folder / label / "results.json")
+    identity = BuildIdentity.of(sys.executable, {}, fp)
+    state = ABState(plan=plan.name, plan_hash=plan.measurement_hash(), runner_key=runner_key(fp),
+                    thresholds=plan.thresholds, builds={"base": identity, "head": identity},
+                    design=FixedDesign(rounds_per_block=2, max_rounds=4, block_s=120.0,
+                                       description="recorded design"),
+                    rounds_done=2, finished=finished, outcome=outcome,
+                    started_in="https://github.com/octo/vllm/actions/runs/1001")
+    (folder / STATE_FILE).write_text(state.model_dump_json())
+    save_verdict(Verdict(outcome=outcome, mode="ab", rounds=2,
+                         headline=f"{outcome.value.upper()}: recorded"), folder / "verdict.json")
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as archive:
+        for path in folder.rglob("*"):
+            if path.is_file():
+                archive.write(path, path.relative_to(folder).as_posix())
+    return buf.getvalue()
+
+
+def run_rerun(tmp_path, fake, *, outcome: Outcome, finished: bool):
+    repo = tmp_path / "repo"
+    base, head = pr_repo(repo, UTILS)
+    fake.pulls[PR] = {"number": PR, "head": {"sha": head}, "state": "open"}
+    # the plan's budget holds no further block: a resumed test stops before measuring
+    plan = stand_in_plan(tmp_path, budget_minutes=0.5)
+    zipped = earlier_artifact(tmp_path / "first", plan, outcome=outcome, finished=finished)
+    fake.add_run("gate-pr.yml", head, {"perf-gate-results": zipped})
+    run = workflow_run(tmp_path, fake, "gate-rerun.yml", repo, plan,
+                       event={"inputs": {"sha": head, "pr": str(PR)}},
+                       inputs={"sha": head, "pr": str(PR), "plan": str(plan), "repeats": "",
+                               "mode": "ab"})
+    run.jobs["check"] = JobRun("check", [], {})
+    earlier = run.run("earlier")
+    measure = run.run("measure")
+    comment = run.run("comment")
+    return earlier, measure, comment
+
+
+def test_a_rerun_of_a_decided_commit_keeps_its_verdict_and_measures_nothing(tmp_path, fake):
+    earlier, measure, comment = run_rerun(tmp_path, fake, outcome=Outcome.FAIL, finished=True)
+    assert earlier.outputs["found"] == "true"
+    gate = measure.step("Perf gate")
+    assert gate.outputs["verdict"] == "fail" and measure.result == "failure"
+    assert "starting vllm serve" not in gate.stderr  # nothing measured again
+    body = fake.comments[PR][0]["body"]
+    # (the run's URL is shown, not linked: the comment neutralises links in such text)
+    assert "Rerun: this commit's test was decided (fail after 2 rounds) in " in body
+    assert "/octo/vllm/actions/runs/1001: a rerun does not restart a decided test" in body
+
+
+def test_a_rerun_continues_a_test_that_can_go_on(tmp_path, fake):
+    earlier, measure, comment = run_rerun(tmp_path, fake, outcome=Outcome.INCONCLUSIVE,
+                                          finished=False)
+    gate = measure.step("Perf gate")
+    assert gate.outputs["verdict"] == "inconclusive", gate.stderr[-3000:]
+    assert measure.result == "failure"  # inconclusive on a hot-path change: not green
+    state = ABState.model_validate_json(
+        (tmp_path / "run" / "measure" / "gate-out" / STATE_FILE).read_text())
+    assert state.rounds_done == 2 and state.design.description == "recorded design"
+    assert state.started_in == "https://github.com/octo/vllm/actions/runs/1001"
+    body = fake.comments[PR][0]["body"]
+    assert "Rerun: continues the sequential test started in " in body
+    assert "/octo/vllm/actions/runs/1001 after 2 rounds (same design" in body
+
+
+def test_the_shipped_pr_workflows_fail_on_undecided():
+    for name in ("gate-pr.yml", "gate-rerun.yml"):
+        (step,) = [s for job in load(name)["jobs"].values() for s in job["steps"]
+                   if s.get("uses") == "./.gate"]
+        assert {"undecided", "inconclusive", "fail", "error"} <= set(
+            step["with"]["fail-on"].split(",")), name
+        assert "continue-from" in step["with"], name
+    assert TOKEN  # the fake accepts the job token these runs post with
