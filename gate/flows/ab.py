@@ -230,11 +230,35 @@ def runner_mismatch(base: MeasuredBuild, head: MeasuredBuild) -> str | None:
             "(VLLM_USE_V2_MODEL_RUNNER in the plan's server.env, or --model-runner)")
 
 
+def kv_mismatch(base: MeasuredBuild, head: MeasuredBuild) -> str | None:
+    """Why the pair is not a fair pair: their KV caches differ (what each can batch)."""
+    kv = {s.label: s.doctor.served.kv_cache_tokens if s.doctor and s.doctor.served else None
+          for s in (base, head)}
+    if None in kv.values() or kv["base"] == kv["head"]:
+        return None
+    return (f"the base server's KV cache holds {kv['base']:,} tokens and the head's "
+            f"{kv['head']:,} (their logs): the pair can batch differently, an asymmetry the A/B "
+            "would blame on the code; fix the KV cache size (server.kv_cache_memory_bytes, or "
+            "VLLM_CPU_KVCACHE_SPACE on CPU)")
+
+
 def _refuse_other_runner(abrun: ABRun) -> None:
-    """Stop before measuring on a server whose model runner is not the other build's."""
+    """Stop before measuring on a server whose model runner or KV cache is not the other
+    build's."""
     base, head = abrun.sides["base"].sessions, abrun.sides["head"].sessions
-    if base and head and (mismatch := runner_mismatch(base[-1], head[-1])):
+    if base and head and (mismatch := runner_mismatch(base[-1], head[-1])
+                          or kv_mismatch(base[-1], head[-1])):
         raise SideError("both", MeasurementError(mismatch))
+
+
+def shared_gpu_problem(plan: Plan, sides: dict[str, Side]) -> str | None:
+    """Two servers on one GPU started with KV caches sized from free memory: refused."""
+    on_gpu = any(side.fingerprint.gpus for side in sides.values())
+    if on_gpu and plan.ab.servers == "persistent" and plan.server.kv_cache_memory_bytes is None:
+        return ("both servers of a pair share the GPU, and vLLM sizes each one's KV cache from "
+                "the memory free when it starts: set server.kv_cache_memory_bytes in the plan "
+                "(one fixed size for both), or ab.servers: per_round")
+    return None
 
 
 def origin_problems(plan: Plan, sides: dict[str, Side]) -> list[str]:
@@ -349,6 +373,8 @@ def ab(options: ABOptions) -> ABResult:
     sides = {b.label: make_side(plan, b, options.out, options.cache_dir)
              for b in (options.base, options.head)}
     refused = origin_problems(plan, sides)
+    if (gpu := shared_gpu_problem(plan, sides)) is not None:
+        raise GateError(gpu)
     for side in sides.values():
         side.errors += refused
     noise = noise_for(noise_dirs(options.noise_dirs, options.cache_dir), plan.name,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -101,6 +102,7 @@ def build_command(spec: ServerSpec, model: str, port: int, python: str | None) -
         "--max-num-batched-tokens": spec.max_num_batched_tokens,
         "--tensor-parallel-size": spec.tensor_parallel_size,
         "--gpu-memory-utilization": spec.gpu_memory_utilization,
+        "--kv-cache-memory-bytes": spec.kv_cache_memory_bytes,
     }
     for flag, value in optional.items():
         if value is not None:
@@ -123,6 +125,21 @@ def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     except OSError:
         return "(no log)"
     return "\n".join(text[-lines:])
+
+
+# vLLM checks its configuration at start-up and raises before it serves: a runner and a
+# speculative method it does not support together ("Model Runner V2 does not yet support: ..."),
+# a flag of another version. That is the build's answer to the plan, not a crash.
+# pydantic's ValidationError puts vLLM's message on a line of its own ("  Value error, ...").
+_REFUSAL = re.compile(r"^(?:\S+\.)?(?:ValueError|NotImplementedError|TypeError): (.+)$"
+                      r"|^Value error, (.+?)(?: \[type=.*)?$")
+
+
+def refusal(log_path: Path) -> str | None:
+    """vLLM's own reason for refusing to start, from the last such line of its log."""
+    reasons = [(m.group(1) or m.group(2)).strip() for line in tail(log_path, 200).splitlines()
+               if (m := _REFUSAL.match(line.strip()))]
+    return reasons[-1][:300] if reasons else None
 
 
 class VllmServer:
@@ -192,10 +209,11 @@ class VllmServer:
         last_note = 0.0
         while True:
             if reason := self.death():
+                refused = refusal(self.log_path)
+                lead = f"this build refuses the plan: {refused} ({reason})" if refused else \
+                    f"{reason} before it became healthy"
                 raise MeasurementError(
-                    f"{reason} before it became healthy; last lines of {self.log_path}:\n"
-                    f"{tail(self.log_path)}"
-                )
+                    f"{lead}; last lines of {self.log_path}:\n{tail(self.log_path)}")
             try:
                 if requests.get(self.base_url + "/health", timeout=2).status_code == 200:
                     self.startup_s = time.monotonic() - self._started

@@ -77,6 +77,10 @@ class ServerSpec(StrictModel):
     enforce_eager: bool = False
     tensor_parallel_size: int | None = Field(None, ge=1)
     gpu_memory_utilization: float | None = Field(None, gt=0, le=1)
+    kv_cache_memory_bytes: int | None = Field(
+        None, ge=1, description="--kv-cache-memory-bytes: a fixed KV cache. Two servers on one "
+        "GPU (an A/B with ab.servers persistent) need it: vLLM otherwise sizes each from the "
+        "memory free when it starts, and the pair would differ in what they can batch")
     extra_args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
     host: str = "127.0.0.1"
@@ -368,6 +372,9 @@ class Plan(StrictModel):
             shaping["workload"]["json_schema"] = resolve_schema(self.workload.json_schema)
         for volatile in ("port", "host", "startup_timeout_s", "shutdown_timeout_s", "python"):
             shaping["server"].pop(volatile, None)
+        for added in ("kv_cache_memory_bytes",):  # unset: the hash of before the key existed
+            if shaping["server"].get(added) is None:
+                shaping["server"].pop(added, None)
         if shaping["server"]["launch"] in ("serve", "module"):
             # The same OpenAI server either way; the hashes of stored noise profiles and
             # baselines were first taken when "module" was the default.

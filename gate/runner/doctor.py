@@ -516,7 +516,8 @@ def served_facts(procs: list[ProcessFacts], log: ServerLogFacts, host_cores: int
         source = f"{_label(biggest)}: {why}"
     return ServedFacts(model_runner=log.model_runner, runner_line=log.runner_line,
                        runner_conflict=list(log.runner_conflict), torch_threads=threads,
-                       torch_threads_source=source, vllm_version=log.version)
+                       torch_threads_source=source, vllm_version=log.version,
+                       kv_cache_tokens=log.kv_cache_tokens)
 
 
 def read_server(pid: int, log_path: Path | None, sample_s: float, proc_root: Path,

@@ -298,6 +298,8 @@ class ServedFacts(BaseModel):
         None, description="the largest torch pool of the engine core and the workers")
     torch_threads_source: str | None = None
     vllm_version: str | None = None
+    kv_cache_tokens: int | None = Field(
+        None, description="the KV cache the server allocated, in tokens (its log)")
 
 
 def with_served(fp: Fingerprint, served: ServedFacts | None) -> Fingerprint:

@@ -369,6 +369,7 @@ class ServerLogFacts:
     runner_line: str | None = None
     runner_conflict: tuple[Runner, ...] = ()  # runners named when the lines disagree
     version: str | None = None
+    kv_cache_tokens: int | None = None  # "GPU/CPU KV cache size: N tokens" (kv_cache_utils.py)
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -385,6 +386,7 @@ _NO_RESERVE = re.compile(r"Selected CPU core number \(\d+\) should be greater th
 # Every way vLLM prints its version: the old API server's line, the plain line (logo off,
 # VLLM_DISABLE_LOG_LOGO), the logo (ANSI colours stripped first), the engine's config line, the
 # headless launcher.
+_KV_CACHE = re.compile(r"(?:GPU|CPU|XPU|TPU) KV cache size: ([\d,]+) tokens")
 _VERSION = re.compile(r"(?:vLLM (?:API )?server version|\u2588 +version|LLM engine \(v|"
                       r"Launching vLLM \(v) *(\d[\w.+-]*)")
 
@@ -414,10 +416,14 @@ def parse_server_log(text: str, path: str | None = None) -> ServerLogFacts:
             runners.append((runner, message))
         elif m := _VERSION.search(line):
             found.setdefault("version", m.group(1))
+        elif m := _KV_CACHE.search(line):
+            found["kv_cache_tokens"] = m.group(1).replace(",", "")
     served = served_runner(runners)
+    kv = found.pop("kv_cache_tokens", None)
     return ServerLogFacts(path=path, torch_threads=torch_threads, torch_lines=torch_lines,
                           binding_cores=cores, worker_ranks=ranks, model_runner=served.runner,
-                          runner_line=served.line, runner_conflict=served.conflicting, **found)
+                          runner_line=served.line, runner_conflict=served.conflicting,
+                          kv_cache_tokens=int(kv) if kv else None, **found)
 
 
 def read_server_log(path: Path | None) -> ServerLogFacts:

