@@ -6,7 +6,7 @@ from __future__ import annotations
 from support.factories import cell, make_results
 
 from gate.judge.compare import ABReference, compare_results
-from gate.judge.first_cause import causes_first, cause_line, condensed, is_cause, log_cause
+from gate.judge.first_cause import cause_line, causes_first, condensed, is_cause, log_cause
 from gate.judge.verdict import Outcome
 from gate.plan.thresholds import Thresholds
 
