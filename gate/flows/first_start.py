@@ -94,7 +94,9 @@ class FirstStartFailed(MeasurementError):
 
 def record_path(cache_dir: Path, plan: Plan, candidate: Candidate) -> Path:
     server = plan.server.model_dump(mode="json", exclude=set(_NOT_COMPILED))
-    key_text = json.dumps([os.path.realpath(candidate.python), sorted(candidate.env.items()),
+    # abspath, not realpath: a virtualenv's python is a link to the interpreter it was made
+    # from, and two virtualenvs are two builds
+    key_text = json.dumps([os.path.abspath(candidate.python), sorted(candidate.env.items()),
                            server], sort_keys=True)
     return cache_dir / RECORD_DIR / f"{hashlib.sha256(key_text.encode()).hexdigest()[:16]}.json"
 

