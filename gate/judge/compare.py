@@ -23,9 +23,11 @@ from typing import Literal
 
 import numpy as np
 
+from gate.judge import first_cause
 from gate.judge import sequential as seq
 from gate.judge.baseline import Baseline, Figure, mismatches
 from gate.judge.checks import HIGHER, LOWER, Slot, judged, per_repeat, ratio_slots, slots
+from gate.judge.improvement import improvements, mark_improvements
 from gate.judge.noise import CalibrationDesign, Noise, single_prior
 from gate.judge.run_validity import (
     ab_errors,
@@ -232,7 +234,9 @@ SCREENING_METHOD = (
     "pair, judged for gross effects only. A check fails when EVERY round shows the head worse "
     "than the base by at least {margin}, a margin far beyond any spread between rounds or "
     "between two servers of one build measured on the gate's runners (docs/compare.md, "
-    "\"Screening without a calibration\"); nothing passes without a calibration.")
+    "\"Screening without a calibration\"); by the same rule the other way, a check whose "
+    "every round shows the head better by that margin is a decided improvement. Nothing else "
+    "passes without a calibration.")
 
 
 def screening_margin(threshold_pct: float) -> float:
@@ -278,17 +282,22 @@ class ScreeningReference:
             return None
         sign = -1.0 if slot.metric.direction == HIGHER else 1.0
         badness = [sign * math.log(hv / bv) for bv, hv in pairs]
-        gross = len(pairs) >= 2 and min(badness) >= screening_margin(threshold)
+        margin = screening_margin(threshold)
+        gross = len(pairs) >= 2 and min(badness) >= margin
+        # the same rule the other way: every round better by the margin (docs/compare.md)
+        better = len(pairs) >= 2 and max(badness) <= -margin
         d = [math.log(hv / bv) for bv, hv in pairs]
         interval = seq.Interval(math.expm1(sum(d) / len(d)) * 100, math.expm1(min(d)) * 100,
                                 math.expm1(max(d)) * 100)
+        outcome = Outcome.FAIL if gross else Outcome.PASS if better else Outcome.INCONCLUSIVE
         return _relative_check(
-            slot, threshold, interval, Outcome.FAIL if gross else Outcome.INCONCLUSIVE,
+            slot, threshold, interval, outcome, improved=better,
             base=_geomean([bv for bv, _ in pairs]), head=_geomean([hv for _, hv in pairs]),
-            head_n=len(pairs), base_n=len(pairs), decided_at_round=len(pairs) if gross else None,
+            head_n=len(pairs), base_n=len(pairs),
+            decided_at_round=len(pairs) if gross or better else None,
             interval_source=f"{SCREENING_SOURCE} the range of {len(pairs)} round(s) of one server "
-            f"pair, no calibration; fails only at {math.expm1(screening_margin(threshold)):.0%} "
-            "or worse in every round")
+            f"pair, no calibration; fails only at {math.expm1(margin):.0%} or worse in every "
+            "round (improved: that much better in every round)")
 
 
 # ---------------------------------------------------------------- baseline: unpaired
@@ -425,8 +434,9 @@ def compare_results(head: Results, reference: Reference, thresholds: Thresholds,
                  for w in shape_warnings(res, thresholds, who)]
     if runner_errors:
         judged_.causes.add(Cause.RUNNER)
-    errors = judged_.mismatch + judged_.errors + runner_errors
-    checks = judged_.checks
+    # what broke a side first, then what followed from it (gate.judge.first_cause)
+    errors = judged_.mismatch + first_cause.causes_first(judged_.errors) + runner_errors
+    checks = mark_improvements(judged_.checks)
     outcome = Outcome.ERROR if errors else worst([c.outcome for c in checks + judged_.validity])
     verdict = Verdict(
         outcome=outcome, headline="", mode=reference.mode, head_results=head_path,
@@ -473,20 +483,35 @@ def _describe(c: Check) -> str:
 def headline(v: Verdict) -> str:
     if v.outcome == Outcome.ERROR:
         more = f" (+{len(v.errors) - 1} more)" if len(v.errors) > 1 else ""
-        first = v.errors[0] if v.errors else "a check could not be judged"
+        if died := first_cause.cause_line(v.errors):
+            return f"ERROR: {died}{more}"
+        first = first_cause.condensed(v.errors[0]) if v.errors else "a check could not be judged"
         return f"ERROR: the measurement cannot be judged: {first}{more}"
-    bad = [c for c in v.checks if c.outcome == v.outcome]
+    better = improvements(v.checks)
+    bad = [c for c in v.checks if c.outcome == v.outcome and not c.improved]
     bad = ttft_first(bad) if ttft_cause(v.checks) == "ttft" else bad
     more = f"; {len(bad) - 1} more" if len(bad) > 1 else ""
     if v.outcome == Outcome.FAIL:
         what = "time to first token: " if is_ttft(bad[0]) else ""
-        return f"FAIL: {what}{_describe(bad[0])}{more}"
+        return f"FAIL: {what}{_describe(bad[0])}{more}{_improved_clause(better)}"
     if v.outcome == Outcome.INCONCLUSIVE:
-        return f"INCONCLUSIVE: {_describe(bad[0])} is not decided{more}"
+        return f"INCONCLUSIVE: {_describe(bad[0])} is not decided{more}{_improved_clause(better)}"
     if not v.checks:
         return "PASS: nothing to judge"
+    if better:
+        others = len(v.checks) - len(better)
+        rest = f"; {len(better) - 1} more improved" if len(better) > 1 else ""
+        return (f"PASS: improved: {_describe(better[0])}{rest}; {others} other checks within "
+                "thresholds")
     lead = next((c for c in v.checks if c.kind != "validity"), v.checks[0])
     return f"PASS: {len(v.checks)} checks within thresholds; {_describe(lead)}"
+
+
+def _improved_clause(better: list[Check]) -> str:
+    if not better:
+        return ""
+    rest = f" (+{len(better) - 1} more)" if len(better) > 1 else ""
+    return f"; improved: {_describe(better[0])}{rest}"
 
 
 def is_ttft(c: Check) -> bool:

@@ -8,6 +8,7 @@ Pure functions from typed models to errors (and the validity checks shown in the
 from __future__ import annotations
 
 from gate.judge.checks import HIGHER, LOWER
+from gate.judge.first_cause import RUN_ERROR
 from gate.judge.verdict import Check, Outcome
 from gate.measure.output_shape import guided_output_shape
 from gate.measure.results import Results, is_guided
@@ -21,7 +22,7 @@ def integrity_errors(results: Results, who: str) -> list[str]:
     out = []
     if results.status != "complete" and not results.errors:
         out.append(f"{who} run status is {results.status!r}, not complete")
-    out += [f"{who} run error: {e}" for e in results.errors]
+    out += [f"{who}{RUN_ERROR}{e}" for e in results.errors]
     measured = [c for c in results.cells if c.phase in ("drain", "sweep")]
     if not measured:
         out.append(f"{who} results hold no measured cells")

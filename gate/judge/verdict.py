@@ -93,6 +93,10 @@ class Check(BaseModel):
         None, description="A/B: the round (look) at which the sequential test settled it"
     )
     outcome: Outcome
+    improved: bool = Field(
+        False, description="a decided improvement past the threshold: the head better than the "
+        "base by more than the threshold, its whole interval (or every screened round) beyond "
+        "it in the good direction (gate.judge.improvement); its outcome is pass")
     note: str = ""
 
     @property

@@ -153,9 +153,7 @@ class MeasuredBuild:
     def build_request(self, arm: str) -> Request:
         i = self.next_index
         self.next_index += 1
-        schema = self.load.schema(i, arm)
-        body = workload.request_body(self.plan.workload, self.model_name, self.load.prompt(i),
-                                     schema is not None, schema, self.free_max_tokens)
+        body, schema = self.load.request(i, arm, self.model_name, self.free_max_tokens)
         return Request(index=i, body=body, schema=schema)
 
     def _send(self, cell: Cell) -> tuple[list[RequestRecord], float, SteadyWindow | None,
@@ -205,8 +203,10 @@ class MeasuredBuild:
         errors: list[str] = []
         with timed(self.timings, "warmup_s"):
             for arm in warmup_arms(self.plan):
-                # the guided arm sends every corpus schema once: later cells hit the cache
-                first = max(warm.requests, len(self.load.drawn) if arm == "guided" else 0)
+                # the guided arm sends every schema once (a corpus's, a folder's): later
+                # cells hit the cache
+                first = max(warm.requests,
+                            self.load.distinct_schemas if arm == "guided" else 0)
                 batches = [(warm.concurrency, first)] if first else []
                 for c, n in batches + [(level, level) for level in warm.levels]:
                     cell = Cell(CellKey("warmup", arm, c), n)

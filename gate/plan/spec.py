@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from gate.core.errors import GateError
 from gate.core.files import load_yaml_mapping, validate
-from gate.plan import runner_pin
+from gate.plan import own_workload, runner_pin
 from gate.plan.corpus import CorpusSpec, corpus_digest
 from gate.plan.schemas import BUILTIN_SCHEMAS, PERSON_SCHEMA
 from gate.plan.thresholds import Thresholds
@@ -123,6 +123,12 @@ class Expected(StrictModel):
         "compile caches warm")
 
 
+# Where the guided schemas come from: at most one of these (none: the person schema).
+SCHEMA_SOURCES = ("json_schema", "corpus", "schema_dir", "recorded_requests")
+# Workload files a plan names by path: read from the plan file's folder when relative.
+PLAN_RELATIVE = ("schema_dir", "recorded_requests")
+
+
 class WorkloadSpec(StrictModel):
     seed: int = 0
     prompt_count: int = Field(64, ge=1, description="distinct prompts, cycled over requests")
@@ -144,8 +150,18 @@ class WorkloadSpec(StrictModel):
         None, description="draw the guided schemas (and prompts that ask to fill them) from a "
         "corpus file of real schemas (`gate corpus build`) instead of json_schema",
     )
+    schema_dir: str | None = Field(
+        None, description="a folder of JSON schema files (*.json): guided requests cycle "
+        "through them, each validated against its own (gate.plan.own_workload); a relative "
+        "path is read from the plan file's folder")
+    recorded_requests: str | None = Field(
+        None, description="a JSONL file of recorded chat requests (messages, max_tokens, a "
+        "json_schema response_format): replayed in order, each with its own messages, schema "
+        "and max_tokens (gate.plan.own_workload); a relative path is read from the plan "
+        "file's folder")
     schema_transport: Literal["response_format", "structured_outputs"] = "response_format"
-    max_tokens: int = Field(64, ge=1)
+    max_tokens: int = Field(64, ge=1, description="of each guided request (a recorded request: "
+                            "only when it has none of its own)")
     temperature: float = Field(0.0, ge=0)
     free_ignore_eos: bool = Field(True, description="free requests run to their max_tokens")
     free_max_tokens: int | Literal["match_guided"] = Field(
@@ -163,6 +179,14 @@ class WorkloadSpec(StrictModel):
     )
     expected: Expected = Field(default_factory=Expected)
 
+    def own_entries(self) -> tuple[own_workload.OwnEntry, ...]:
+        """The team's own guided requests (schema_dir or recorded_requests); () for neither."""
+        if self.schema_dir is not None:
+            return own_workload.load_schema_dir(self.schema_dir)
+        if self.recorded_requests is not None:
+            return own_workload.load_recorded(self.recorded_requests)
+        return ()
+
     @model_validator(mode="after")
     def _known_schema(self) -> WorkloadSpec:
         if isinstance(self.json_schema, str) and self.json_schema not in BUILTIN_SCHEMAS:
@@ -172,8 +196,10 @@ class WorkloadSpec(StrictModel):
 
     @model_validator(mode="after")
     def _template_formats(self) -> WorkloadSpec:
-        if self.corpus is not None and self.json_schema is not None:
-            raise ValueError("set workload.json_schema or workload.corpus, not both")
+        sources = [k for k in SCHEMA_SOURCES if getattr(self, k) is not None]
+        if len(sources) > 1:
+            raise ValueError(f"set one of workload.{', workload.'.join(SCHEMA_SOURCES)}, not "
+                             f"{' and '.join(sources)}")
         try:
             self.prompt_template.format(i=0)
         except (KeyError, IndexError, ValueError) as exc:
@@ -381,6 +407,13 @@ class Plan(StrictModel):
             shaping["server"]["launch"] = "module"
         if shaping["server"].get("tiny_model"):
             shaping["server"]["tiny_model"]["build"] = TINY_MODEL_BUILD
+        for key in PLAN_RELATIVE:
+            if shaping["workload"].get(key) is None:  # unset: the hash of plans before them
+                shaping["workload"].pop(key, None)
+        if entries := self.workload.own_entries():
+            # what is sent, not where it lies: a clone elsewhere is the same workload
+            source = "schema_dir" if self.workload.schema_dir else "recorded_requests"
+            shaping["workload"][source] = own_workload.digest(entries)
         if self.workload.corpus is not None:
             # the schemas drawn, not only the file's name: a rebuilt corpus is another workload
             shaping["workload"]["corpus"]["drawn"] = corpus_digest(self.workload.corpus,
@@ -418,9 +451,24 @@ def load_plan(ref: str | Path | None) -> Plan:
         raise GateError(
             f"plan {ref!r} is neither a file nor a built-in plan ({', '.join(BUILTIN_PLANS)})"
         )
-    plan = parse_plan(load_yaml_mapping(path, "plan"), str(path))
+    data = load_yaml_mapping(path, "plan")
+    if ref not in BUILTIN_PLANS:
+        anchor_paths(data, path.parent)
+    plan = parse_plan(data, str(path))
     plan._ref = ref
     return plan
+
+
+def anchor_paths(data: dict[str, Any], folder: Path) -> None:
+    """The workload files a plan names by a relative path, read from the plan's own folder
+    (wherever the gate runs), made absolute in `data`."""
+    workload = data.get("workload")
+    if not isinstance(workload, dict):
+        return
+    for key in PLAN_RELATIVE:
+        value = workload.get(key)
+        if isinstance(value, str) and value and not Path(value).is_absolute():
+            workload[key] = str((folder / value).resolve())
 
 
 def pin_runner(plan: Plan, runner: str | None) -> Plan:

@@ -20,6 +20,7 @@ from jsonschema.validators import validator_for
 
 from gate.core.errors import GateError
 from gate.plan.corpus import CorpusSchema, draw, load_corpus
+from gate.plan.own_workload import OwnEntry
 from gate.plan.schemas import PERSON_SCHEMA
 from gate.plan.spec import WorkloadSpec, resolve_schema
 
@@ -64,29 +65,44 @@ def prompts(spec: WorkloadSpec) -> list[str]:
     return [spec.prompt_template.format(i=i) for i in order]
 
 
-def corpus_prompt(entry: CorpusSchema) -> str:
+def schema_prompt(name: str, title: str, description: str) -> str:
     """Ask for a document of the schema's kind (its title and description, ASCII only: the
     tiny model's tokenizer has no other characters)."""
-    about = " ".join(f"{entry.title}. {entry.description}".split())
+    about = " ".join(f"{title}. {description}".split())
     about = about.encode("ascii", "ignore").decode()[:200]
-    return f"Fill in a JSON document for this schema ({entry.id}): {about}"
+    return f"Fill in a JSON document for this schema ({name}): {about}"
+
+
+def corpus_prompt(entry: CorpusSchema) -> str:
+    return schema_prompt(entry.id, entry.title, entry.description)
 
 
 @dataclass(frozen=True)
 class GuidedLoad:
-    """What request `index` of an arm carries: its prompt and (guided arms) its schema."""
+    """What request `index` of an arm carries: its prompt (or recorded messages), its
+    max_tokens and (guided arms) its schema."""
 
     spec: WorkloadSpec
     drawn: tuple[CorpusSchema, ...] = ()  # corpus schemas; empty: the plan's own schema
     prompt_list: tuple[str, ...] = ()
+    own: tuple[OwnEntry, ...] = ()  # a schema folder's or recorded requests (own_workload)
 
     @classmethod
     def for_backend(cls, spec: WorkloadSpec, backend: str) -> GuidedLoad:
         drawn = tuple(draw(load_corpus(spec.corpus.file), spec.corpus, backend)) \
             if spec.corpus is not None else ()
-        return cls(spec, drawn, tuple(prompts(spec)))
+        return cls(spec, drawn, tuple(prompts(spec)), spec.own_entries())
+
+    @property
+    def distinct_schemas(self) -> int:
+        """How many schemas of a corpus, folder or recording the guided arm cycles through
+        (0: the plan's one schema)."""
+        return len(self.drawn) or len({json.dumps(e.schema, sort_keys=True) for e in self.own})
 
     def prompt(self, index: int) -> str:
+        if self.own:
+            entry = self.own[index % len(self.own)]
+            return entry.prompt or schema_prompt(entry.name, entry.title, entry.description)
         if self.drawn:
             return corpus_prompt(self.drawn[index % len(self.drawn)])
         return self.prompt_list[index % len(self.prompt_list)]
@@ -94,11 +110,26 @@ class GuidedLoad:
     def schema(self, index: int, arm: str) -> dict[str, Any] | None:
         if arm == "free":
             return None
-        if not self.drawn:
+        if not self.drawn and not self.own:
             return schema_for(self.spec, index, arm)
-        schema = self.drawn[index % len(self.drawn)].json_schema
+        schema = self.own[index % len(self.own)].schema if self.own else \
+            self.drawn[index % len(self.drawn)].json_schema
         unique = arm == "unique" or self.spec.schema_variants == "unique"
         return unique_variant(schema, index) if unique else schema
+
+    def request(self, index: int, arm: str, model: str,
+                free_max_tokens: int | None = None) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """Request `index` of `arm`: its body and the schema its output must follow (None:
+        free). A recorded request keeps its messages and its own max_tokens."""
+        schema = self.schema(index, arm)
+        entry = self.own[index % len(self.own)] if self.own else None
+        body = request_body(self.spec, model, self.prompt(index), schema is not None, schema,
+                            free_max_tokens)
+        if entry is not None and entry.messages:
+            body["messages"] = [dict(m) for m in entry.messages]
+        if entry is not None and entry.max_tokens and schema is not None:
+            body["max_tokens"] = entry.max_tokens
+        return body, schema
 
 
 def request_body(

@@ -41,8 +41,7 @@ def guided_requests(plan: Plan, model: str, first: int, count: int) -> list[Requ
     load = workload.GuidedLoad.for_backend(plan.workload, plan.backend)
     out = []
     for i in range(first, first + count):
-        schema = load.schema(i, "guided")
-        body = workload.request_body(plan.workload, model, load.prompt(i), True, schema)
+        body, schema = load.request(i, "guided", model)
         out.append(Request(index=i, body=body, schema=schema))
     return out
 

@@ -89,8 +89,9 @@ def _check_row(c: Check) -> list[str]:
         delta = ""
         interval = f"{c.ci_low:.3g} .. {c.ci_high:.3g}" if c.ci_low is not None else ""
         threshold = f"{'>=' if c.direction == 'higher_is_better' else '<='} {_fmt(c.threshold, c.unit)}"
+    outcome = f"{c.outcome.value} (improved)" if c.improved else c.outcome.value
     return [c.label, _fmt(c.base, c.unit), _fmt(c.head, c.unit), delta, interval, threshold,
-            c.outcome.value]
+            outcome]
 
 
 def render_verdict(v: Verdict) -> str:

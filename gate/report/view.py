@@ -108,12 +108,32 @@ class CheckRow:
     threshold: Markup
     outcome: Outcome
     note: str
+    improved: bool = False  # a decided improvement past the threshold (gate.judge.improvement)
 
 
 def check_row(c: Check) -> CheckRow:
     return CheckRow(one_line(c.label or c.name, 120), fmt_value(c.base, c.unit),
                     fmt_value(c.head, c.unit), fmt_pct(c.delta_pct), fmt_interval(c),
-                    fmt_threshold(c), c.outcome, one_line(c.note, 160))
+                    fmt_threshold(c), c.outcome, one_line(c.note, 160), c.improved)
+
+
+# What else an upgrade's builds differ in, named beside vLLM's own versions.
+UPGRADE_PACKAGES = ("torch", "xgrammar", "llguidance", "outlines_core", "transformers")
+
+
+def upgrade_line(head: Results | None, base: Results | None) -> str:
+    """'vLLM 0.31.0 -> 0.32.0 (xgrammar 0.2.7 -> 0.2.8)' when the two builds are different
+    vLLM versions (an upgrade); empty otherwise."""
+    if head is None or base is None:
+        return ""
+    old, new = base.fingerprint, head.fingerprint
+    if not old.vllm_version or not new.vllm_version or old.vllm_version == new.vllm_version:
+        return ""
+    others = [f"{name} {old.versions[name]} -> {new.versions[name]}" for name in UPGRADE_PACKAGES
+              if old.versions.get(name) and new.versions.get(name)
+              and old.versions[name] != new.versions[name]]
+    return f"vLLM {old.vllm_version} -> {new.vllm_version}" + (
+        f" ({', '.join(others)})" if others else "")
 
 
 # ---- guided vs free, drain -------------------------------------------------------------------
@@ -386,6 +406,7 @@ class HunksView:
     ranked: int
     blocks: list[Markup] = field(default_factory=list)  # rendered hunks, best ranked first
     truncated: int = 0  # shown hunks whose body was shortened
+    between: str | None = None  # two installed builds' packages, not a PR's commits
 
     @property
     def left_out(self) -> int:
@@ -394,7 +415,8 @@ class HunksView:
 
 def hunks_view(hs: HunkSet) -> HunksView:
     return HunksView(hs.merge_base[:12], len(hs.hunks), len({h.path for h in hs.hunks}),
-                     hs.files_watched, hs.files_changed, sum(1 for h in hs.hunks if h.mechanisms))
+                     hs.files_watched, hs.files_changed, sum(1 for h in hs.hunks if h.mechanisms),
+                     between=hs.between)
 
 
 def hunk_view(h: Hunk, body: str | None, cut: int, first: bool) -> HunkView:
@@ -424,6 +446,7 @@ class RunView:
     mode: str
     title: str
     runners: str  # which model runner the tables come from
+    upgrade: str  # 'vLLM X -> Y' when the builds are two vLLM versions
     checks: list[CheckRow]
     checks_total: int
     checks_failing: int
@@ -500,6 +523,7 @@ def run_view(ri: RunInput) -> RunView:
     return RunView(
         label=ri.label, outcome=v.outcome, headline=one_line(short_headline(v), 400),
         mode=v.mode, title=one_line(ri.title, 120), runners=one_line(runners_line(head, base), 300),
+        upgrade=one_line(upgrade_line(head, base), 300),
         checks=[check_row(c) for c in v.checks],
         checks_total=len(v.checks),
         checks_failing=sum(1 for c in v.checks if c.outcome != Outcome.PASS),

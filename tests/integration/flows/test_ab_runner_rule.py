@@ -16,11 +16,10 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 from support.calibrations import store_for
 from support.cli import gate_subprocess
 from support.factories import cell, make_results
-from support.paths import REPO_ROOT
+from support.fake_plan import fake_plan
 
 from gate.core.errors import EXIT_ERROR, EXIT_UNDECIDED
 from gate.judge.checks import planned_slots
@@ -28,22 +27,6 @@ from gate.judge.verdict import Outcome, load_verdict
 from gate.measure.results import load_results
 from gate.plan.spec import load_plan
 from gate.runner.fingerprint import take_fingerprint
-
-FAKE = REPO_ROOT / "tests" / "support" / "fake_vllm.py"
-
-
-def fake_plan(tmp_path: Path, servers: str = "persistent") -> Path:
-    data = load_plan("cpu-smoke").model_dump(mode="json", exclude_none=True)
-    data["server"].pop("tiny_model")
-    data["server"].update(model="fake-org/fake-model", launch="command",
-                          command=[sys.executable, str(FAKE)], startup_timeout_s=60)
-    data["warmup"] = {"requests": 2, "concurrency": 2}
-    data["drain"] = {"enabled": False}
-    data["sweep"].update(levels=[2], window_s=0.5, max_window_s=5, min_requests_factor=2)
-    data["ab"] = {"servers": servers, "max_rounds": 2}
-    path = tmp_path / "plan.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
 
 
 def ab(tmp_path: Path, *extra: str, servers: str = "persistent"):
