@@ -37,7 +37,14 @@ from gate.judge.run_validity import (
     shape_warnings,
     validity_checks,
 )
-from gate.judge.verdict import SCREENING_SOURCE, Check, Outcome, Verdict, worst
+from gate.judge.verdict import (
+    SCREENING_SOURCE,
+    Check,
+    Outcome,
+    ReportedFigure,
+    Verdict,
+    worst,
+)
 from gate.measure.results import Results
 from gate.plan.thresholds import Thresholds
 from gate.runner.fingerprint import warnings_for
@@ -79,13 +86,15 @@ class Judged:
     rounds: int | None = None
     # Why the two sides are not comparable at all: the first thing a verdict says.
     mismatch: list[str] = field(default_factory=list)
+    reported: list[ReportedFigure] = field(default_factory=list)  # shown, not judged
 
     def add(self, other: Judged) -> Judged:
         return Judged(self.checks + other.checks, max(self.family, other.family),
                       self.errors + other.errors, self.causes | other.causes,
                       self.notes + other.notes, self.validity + other.validity,
                       " ".join(m for m in (self.method, other.method) if m),
-                      other.rounds or self.rounds, self.mismatch + other.mismatch)
+                      other.rounds or self.rounds, self.mismatch + other.mismatch,
+                      self.reported + other.reported)
 
 
 def _validity(res: Results, thresholds: Thresholds, who: str) -> Judged:
@@ -322,15 +331,12 @@ class BaselineReference:
         where = f" ({self.path})" if self.path else ""
         mismatch = [f"baseline{where} does not match the head run: {m}"
                     for m in mismatches(self.baseline, ctx.head)]
-        notes = []
-        if self.baseline.provenance.kind == "reported":
-            notes.append(
-                "the baseline's figures are reported from a public source "
-                f"({self.baseline.provenance.url or self.baseline.provenance.source}), not "
-                "measured by this plan: a difference may also come from the harness")
         if mismatch:
-            return Judged(mismatch=mismatch, causes={Cause.NOT_COMPARABLE}, notes=notes)
+            return Judged(mismatch=mismatch, causes={Cause.NOT_COMPARABLE})
         found = judged(slots(ctx.head), ctx.thresholds)
+        if self.baseline.provenance.kind == "reported":
+            return self._shown(ctx, found)
+        notes: list[str] = []
         notes += [f"{s.label}: the baseline has no figure for {s.name}; not compared"
                   for s in found if s.name not in self.baseline.figures]
         found = [s for s in found if s.name in self.baseline.figures]
@@ -343,6 +349,31 @@ class BaselineReference:
                                         confidence=ctx.thresholds.confidence, k=family)
         out = Judged(checks, family, notes=notes, method=method)
         return out.add(bound_checks(ctx, family))
+
+    def _shown(self, ctx: Context, found: list[Slot]) -> Judged:
+        """A reported baseline is someone else's harness (prompts, schema, client): its figures
+        are shown beside this run's, never judged; only the run's soundness and the absolute
+        bounds decide. The first measured baseline of the plan replaces it."""
+        source = self.baseline.provenance.url or self.baseline.provenance.source
+        shown = []
+        for s in found:
+            figure = self.baseline.figures.get(s.name)
+            if figure is None:
+                continue
+            values = list(per_repeat(ctx.head, s).values())
+            reported = figure.point
+            measured = float(np.mean(values)) if values else None
+            shown.append(ReportedFigure(
+                name=s.name, label=s.label, unit=figure.unit or s.metric.unit,
+                reported=reported, measured=measured,
+                delta_pct=(measured / reported - 1) * 100 if measured else None))
+        note = (f"the baseline is reported ({source}), not measured by this plan: its figures "
+                "are shown beside this run's and not judged; the first measured baseline of the "
+                "plan (gate baseline update, the nightly workflow) replaces it")
+        bounds = ratio_slots(ctx.head, ctx.thresholds) \
+            if ctx.thresholds.guided_free_tpot_ratio is not None else []
+        out = Judged([], len(bounds), notes=[note], method="", reported=shown)
+        return out.add(bound_checks(ctx, max(len(bounds), 1)))
 
     def _unpaired(self, ctx: Context, slot: Slot, confidence: float) -> Check | None:
         figure = self.baseline.figures[slot.name]
@@ -445,7 +476,8 @@ def compare_results(head: Results, reference: Reference, thresholds: Thresholds,
         baseline=reference.path if isinstance(reference, BaselineReference) else None,
         checks=checks + judged_.validity, errors=errors, notes=judged_.notes,
         warnings=warnings, thresholds=thresholds.model_dump(mode="json"),
-        noise_profile=ctx.noise.description, method=judged_.method, rounds=judged_.rounds)
+        noise_profile=ctx.noise.description, method=judged_.method, rounds=judged_.rounds,
+        reported=judged_.reported)
     verdict.headline = headline(verdict)
     verdict.advice = advice(outcome, judged_.causes, bool(ctx.noise.calibrations),
                             ttft_cause(checks))
@@ -496,6 +528,13 @@ def headline(v: Verdict) -> str:
         return f"FAIL: {what}{_describe(bad[0])}{more}{_improved_clause(better)}"
     if v.outcome == Outcome.INCONCLUSIVE:
         return f"INCONCLUSIVE: {_describe(bad[0])} is not decided{more}{_improved_clause(better)}"
+    if v.reported:
+        first = v.reported[0]
+        beside = (f"{first.label} {first.measured:.4g} measured, {first.reported:.4g} reported "
+                  f"({first.delta_pct:+.1f}%)" if first.measured is not None and
+                  first.delta_pct is not None else f"{first.label} not measured")
+        return (f"PASS: the run is sound ({len(v.checks)} checks); beside the reported "
+                f"baseline, not judged: {beside}")
     if not v.checks:
         return "PASS: nothing to judge"
     if better:

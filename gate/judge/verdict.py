@@ -106,6 +106,20 @@ class Check(BaseModel):
         return self.interval_source.startswith(SCREENING_SOURCE)
 
 
+class ReportedFigure(BaseModel):
+    """A figure of a reported baseline (someone else's harness, prompts and schema) beside the
+    one this run measured: shown, never judged."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    label: str
+    unit: str = ""
+    reported: float
+    measured: float | None = None
+    delta_pct: float | None = None
+
+
 class Verdict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -132,6 +146,9 @@ class Verdict(BaseModel):
     decide_with: str | None = Field(
         None, description="undecided: the command, threshold or budget that would decide on "
         "this runner")
+    reported: list[ReportedFigure] = Field(
+        default_factory=list, description="baseline mode with a reported baseline: its figures "
+        "beside this run's, not judged (the source: `baseline`, and a note)")
     earlier_test: str | None = Field(
         None, description="a rerun: what it did with this commit's earlier test (continued "
         "it, kept its decided verdict, or started a new one) and where that test started")

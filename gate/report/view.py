@@ -18,7 +18,7 @@ from gate.core.text import one_line
 from gate.evidence.attribution import Evidence, apply_evidence
 from gate.evidence.hunks import Hunk, HunkSet
 from gate.evidence.wait import WaitRow, wait_rows
-from gate.judge.verdict import Check, Outcome, Verdict
+from gate.judge.verdict import Check, Outcome, ReportedFigure, Verdict
 from gate.measure.output_shape import guided_output_shape
 from gate.measure.results import Results
 from gate.profile.diff_file import ProfileDiff
@@ -464,6 +464,7 @@ class RunView:
     errors: list[str]
     advice: list[str]
     earlier_test: str
+    reported: list[list[str]]
     run_info: RunInfo | None
     hunks: HunksView | None
     where_time: Markup
@@ -482,6 +483,14 @@ class RunView:
     @property
     def show(self) -> dict[str, bool]:
         return {name: name in self.shown for name in DROPPABLE}
+
+
+def reported_row(r: ReportedFigure) -> list[str]:
+    """A reported baseline's figure beside this run's (shown, not judged)."""
+    unit = f" {r.unit}" if r.unit else ""
+    measured = f"{r.measured:.4g}{unit}" if r.measured is not None else "not measured"
+    delta = f"{r.delta_pct:+.1f}%" if r.delta_pct is not None else "–"
+    return [one_line(r.label, 120), f"{r.reported:.4g}{unit}", measured, delta]
 
 
 def short_headline(v: Verdict) -> str:
@@ -537,6 +546,7 @@ def run_view(ri: RunInput) -> RunView:
         chart_note=chart_note(ri.chart_name, ri.chart_note) if head is not None else "",
         warnings=environment_warnings(v, head, base), errors=run_errors(v, head, base),
         advice=capped(v.advice), earlier_test=one_line(v.earlier_test or "", 400),
+        reported=[reported_row(r) for r in v.reported],
         run_info=run_info(head, base) if head is not None else None,
         hunks=hunks_view(ri.hunks) if ri.hunks is not None else None,
         # render_where_time escapes every name and path it prints (gate.report.escape)

@@ -45,14 +45,16 @@ PR = 11
 # The seed's per-step staging, as a vLLM contributor might write it on the CPU path: the mask
 # staged on the host as additive logit offsets in a fresh full-vocabulary tensor every step.
 ANCHOR = "    # CPU case, use list for indices.\n"
-STAGING = '''    # Stage the grammar mask on the host as additive logit offsets (0 for an allowed
-    # token, -inf for a forbidden one), so that applying it is one add on any device.
+STAGING = '''    # Stage each row's mask on the host as additive logit offsets (0 for an allowed
+    # token, -inf for a forbidden one), so that applying it is one add on any device: a fresh
+    # full-vocabulary row per sequence and step.
     vocab = logits.shape[-1]
-    staged = torch.full(logits.shape, float("-inf"), dtype=torch.float64,
-                        pin_memory=PIN_MEMORY)
     allowed = np.unpackbits(sorted_bitmask.view(np.uint8), axis=1, bitorder="little")
-    staged.numpy()[allowed[:, :vocab].astype(bool)] = 0.0
-    logits.add_(staged.to(logits.device, dtype=logits.dtype, non_blocking=True))
+    for row in range(logits.shape[0]):
+        staged = torch.full((vocab,), float("-inf"), dtype=torch.float64,
+                            pin_memory=PIN_MEMORY)
+        staged[torch.from_numpy(allowed[row, :vocab].astype(np.bool_))] = 0.0
+        logits[row] += staged.to(logits.device, dtype=logits.dtype, non_blocking=True)
     return
 
 '''
