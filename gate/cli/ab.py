@@ -16,7 +16,8 @@ from gate.flows import ab, backends, calibrate
 from gate.judge.ab_design import CALIBRATION_BLOCKS, Uncalibrated
 from gate.judge.noise import cache_noise_dir
 from gate.judge.verdict import Verdict, save_verdict
-from gate.plan.spec import Plan, apply_overrides, load_plan, pin_runner
+from gate.measure.results import load_results
+from gate.plan.spec import Plan, apply_overrides, builtin_server_problem, load_plan, pin_runner
 from gate.profile.diff_file import DiffSettings
 from gate.profile.sampling import DEFAULT_RATE_HZ, PROFILE_POLICIES, SamplingOptions
 from gate.report import terminal
@@ -125,6 +126,7 @@ def _profiling(args) -> ab.Profiling:
 
 def handle(args, settings: Settings) -> int:
     progress = Progress(quiet=args.quiet)
+    check_sources(args, settings)
     if args.resume:
         return finish(_resume(args, settings, progress), args.resume)
     options = _options(args, settings, progress)
@@ -141,6 +143,23 @@ def handle(args, settings: Settings) -> int:
                                                   for name, result in done])
     print(f"\nbackends: {index}")
     return backends.load_index(args.out).outcome.exit_code
+
+
+def check_sources(args, settings: Settings) -> None:
+    """What the shipped GPU workflows forbid (docs/action.md, "Running on a public
+    repository"): a resumed A/B whose results file names a server launch other than its
+    built-in plan's, and --calibrate writing to a cache folder that is not read."""
+    if args.calibrate and not settings.cache_calibrations:
+        raise GateError("--calibrate keeps this runner's calibration in the cache folder, and "
+                        "GATE_CACHE_CALIBRATIONS=false reads none from there: calibrate in a "
+                        "trusted job (gate calibrate) into a reviewed folder instead")
+    if not (args.resume and settings.builtin_plans_only):
+        return
+    for label in ("base", "head"):
+        path = args.resume / label / "results.json"
+        if path.is_file() and (problem := builtin_server_problem(load_results(path).plan)):
+            raise GateError(f"--resume {args.resume}: {path}: {problem}; GATE_BUILTIN_PLANS_ONLY "
+                            "resumes only A/Bs of a built-in plan's server")
 
 
 def finish(result: ab.ABResult, out: Path, backend: str | None = None) -> int:
@@ -164,20 +183,22 @@ def with_wait_findings(result: ab.ABResult) -> Verdict:
         "notes": result.verdict.notes + [f"where the wait is: {f}" for f in found]})
 
 
-def ab_plan(args) -> Plan:
+def ab_plan(args, *, builtin_only: bool = False) -> Plan:
     """The plan this A/B measures: the named plan with the command line's changes."""
-    return pin_runner(apply_overrides(load_plan(args.plan), drain_requests=args.drain_requests,
+    plan = load_plan(args.plan, builtin_only=builtin_only)
+    return pin_runner(apply_overrides(plan, drain_requests=args.drain_requests,
                                       levels=args.levels, window_s=args.window,
                                       ab=ab_settings(args)), args.model_runner)
 
 
 def _options(args, settings: Settings, progress: Progress) -> ab.ABOptions:
-    plan = ab_plan(args)
+    plan = ab_plan(args, builtin_only=settings.builtin_plans_only)
     base, head = _builds(args)
     return ab.ABOptions(
         plan=plan, base=base, head=head, out=args.out, cache_dir=settings.cache_dir,
         thresholds=plan.thresholds.with_overrides(assignments(args.threshold, "--threshold")),
-        noise_dirs=args.noise_dir, progress=progress, profiling=_profiling(args),
+        noise_dirs=args.noise_dir, cache_calibrations=settings.cache_calibrations,
+        progress=progress, profiling=_profiling(args),
         screen=not (args.calibrate or args.no_screening))
 
 

@@ -37,6 +37,13 @@ its commits, oldest first): identical (head is the branch's tip), behind (an old
 it), diverged (a commit in `elsewhere`, e.g. a fork's, which GitHub's compare also finds), or
 404 for a commit it does not know.
 
+Collaborators (`gate trust check-writer`, `check-review`): GET
+/repos/{o}/{r}/collaborators/{username}/permission answers `permission` and `role_name` from
+`permissions` (a login -> its role: admin, maintain, write, triage, read), matched without
+case like GitHub; `permission` is GitHub's legacy base role (maintain is reported as write,
+triage as read). Any other login answers read (what GitHub says of a user of a public
+repository who is no collaborator), a login in `ghosts` 404 (no such user).
+
 Every request is recorded (method, path, query, headers, body) for assertions.
 """
 
@@ -122,6 +129,8 @@ class FakeGitHub:
         self.branches: dict[str, list[str]] = {}  # branch -> its commits, oldest first
         self.elsewhere: set[str] = set()  # commits of other branches or forks
         self.reviews: dict[int, list[dict[str, Any]]] = {}  # PR number -> reviews, oldest first
+        self.permissions: dict[str, str] = {}  # login -> role (admin, maintain, write, ...)
+        self.ghosts: set[str] = set()  # logins GitHub does not know
         self.requests: list[Recorded] = []
         self.failures: list[Failure] = []
         self.break_creates: list[str] = []
@@ -345,6 +354,9 @@ class FakeGitHub:
         """GET environments/{name}; GET issues/{n}/labels; DELETE issues/{n}/labels/{name}.
         None for any other path."""
         rest = [unquote(part) for part in rest]
+        if len(rest) == 3 and rest[0] == "collaborators" and rest[2] == "permission" \
+                and method == "GET":
+            return self._permission(rest[1])
         if len(rest) == 2 and rest[0] == "environments" and method == "GET":
             env = self.environments.get(rest[1])
             return (200, {}, env) if env else (404, {}, {"message": "Not Found"})
@@ -361,6 +373,15 @@ class FakeGitHub:
             labels.remove(rest[3])
             return 200, {}, [{"name": name} for name in labels]
         return None
+
+    def _permission(self, login: str):
+        if login.casefold() in {g.casefold() for g in self.ghosts}:
+            return 404, {}, {"message": "Not Found"}
+        roles = {k.casefold(): v for k, v in self.permissions.items()}
+        role = roles.get(login.casefold(), "read")
+        legacy = {"maintain": "write", "triage": "read"}.get(role, role)
+        return 200, {}, {"permission": legacy, "role_name": role,
+                         "user": {"login": login, "type": "User"}}
 
     def _compare(self, basehead: str):
         base, sep, head = basehead.partition("...")
