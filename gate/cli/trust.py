@@ -11,8 +11,9 @@
                                             the default branch (gate bisect's refs)
     gate trust check-writer --login L [--login L2]  exit 0 when each may push to the
                                             repository (write, maintain or admin)
-    gate trust check-caller --workflow FILE  exit 0 when this run is FILE itself, dispatched
-                                            on the default branch (no caller, no branch copy)
+    gate trust check-caller --workflow FILE [--branch B]  exit 0 when this run is FILE
+                                            itself, dispatched on the default branch (or B):
+                                            no caller, no other branch's copy
 
 Exit codes: 0 ok, 1 the setting or state is missing (refuse to run), 2 bad arguments,
 4 GitHub could not tell (refuse to run: fail closed). Reads GITHUB_TOKEN, GITHUB_REPOSITORY
@@ -89,6 +90,9 @@ def add_parser(subparsers) -> None:
     )
     on_branch.add_argument("--sha", action="append", required=True,
                            help="a full commit SHA (repeatable)")
+    on_branch.add_argument("--repo", metavar="OWNER/NAME",
+                           help="another repository's default branch, e.g. the gate's for "
+                           "GATE_REF (default: this run's repository)")
     on_branch.set_defaults(trust_check=run_check_on_default_branch)
 
     writer = sub.add_parser(
@@ -110,6 +114,8 @@ def add_parser(subparsers) -> None:
     caller.add_argument("--event", action="append", metavar="NAME",
                         help="an event the run may start on (repeatable; default "
                         "workflow_dispatch)")
+    caller.add_argument("--branch", help="the branch the run must be on (default: the "
+                        "repository's default branch)")
     caller.set_defaults(trust_check=run_check_caller)
 
     runner = sub.add_parser(
@@ -177,10 +183,10 @@ def run_check_runner(args: argparse.Namespace, settings: Settings) -> int:
 
 def run_check_on_default_branch(args: argparse.Namespace, settings: Settings) -> int:
     shas = [check_commit_sha(sha, "--sha") for sha in args.sha]
-    client = client_for(settings)
+    client = client_for(settings, args.repo)
     for sha in shas:
         branch = check_on_default_branch(client, sha)
-        print(f"gate trust: {sha} is a commit of the default branch {branch}")
+        print(f"gate trust: {sha} is a commit of {client.repository}'s default branch {branch}")
     return 0
 
 
@@ -196,7 +202,7 @@ def run_check_caller(args: argparse.Namespace, settings: Settings) -> int:
     client = client_for(settings)
     found = check_caller(event_name=settings.event_name, ref=settings.ref,
                          workflow_ref=settings.workflow_ref, repository=client.repository,
-                         default_branch=default_branch(client), workflows=args.workflow,
+                         branch=args.branch or default_branch(client), workflows=args.workflow,
                          events=tuple(args.event or ["workflow_dispatch"]))
     print(f"gate trust: this run is {found}, started on {settings.event_name}")
     return 0

@@ -98,10 +98,18 @@ class EnvironmentReview(BaseModel):
     can_admins_bypass: bool
 
 
-def client_for(settings: Settings) -> GitHubClient:
+REPOSITORY_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100}")
+
+
+def client_for(settings: Settings, repository: str | None = None) -> GitHubClient:
+    """A client for this run's repository, or for `repository` (owner/name: the gate's own,
+    whose commit the workflows pin)."""
     if settings.github_token is None or not settings.repository:
         raise GateError("this check needs GITHUB_TOKEN and GITHUB_REPOSITORY")
-    return GitHubClient(settings.api_url, settings.repository, settings.github_token)
+    if repository is not None and not REPOSITORY_RE.fullmatch(repository):
+        raise GateError(f"--repo {repository!r} is not owner/name")
+    return GitHubClient(settings.api_url, repository or settings.repository,
+                        settings.github_token)
 
 
 def check_commit_sha(value: str, what: str) -> str:
@@ -199,19 +207,20 @@ def check_writer(client: GitHubClient, login: str) -> str:
 
 
 def check_caller(*, event_name: str | None, ref: str | None, workflow_ref: str | None,
-                 repository: str, default_branch: str, workflows: list[str],
+                 repository: str, branch: str, workflows: list[str],
                  events: tuple[str, ...] = ("workflow_dispatch",)) -> str:
     """The run's own workflow file when the run is one of `workflows` of `repository`, started
-    on `events` from the default branch; TrustError otherwise. GITHUB_WORKFLOW_REF names the
-    run's top workflow, which for a called workflow is its caller's."""
-    expected_ref = f"refs/heads/{default_branch}"
+    on `events` from `branch` (the default branch, or the rerun's sandbox branch); TrustError
+    otherwise. GITHUB_WORKFLOW_REF names the run's top workflow, which for a called workflow
+    is its caller's."""
+    expected_ref = f"refs/heads/{branch}"
     if event_name not in events:
         raise TrustError(f"this workflow starts on {', '.join(events)} only, not on "
                          f"{event_name or 'an unknown event'} (another workflow calling it is "
                          "refused)")
     if ref != expected_ref:
-        raise TrustError(f"this run is for {ref or 'no ref'}, not the default branch "
-                         f"{expected_ref}: only the default branch's file runs here")
+        raise TrustError(f"this run is for {ref or 'no ref'}, not {expected_ref}: only that "
+                         "branch's file of this workflow runs here")
     allowed = {f"{repository}/.github/workflows/{name}@{expected_ref}" for name in workflows}
     if workflow_ref not in allowed:
         raise TrustError(f"the run's workflow is {workflow_ref or 'unknown'}, not "
