@@ -289,15 +289,15 @@ def leftover_problems(table: Mapping[int, Process], me: int, uid: int) -> list[s
     if worker is None:
         return [f"no {WORKER} process above this one: not run as a job of a runner, so "
                 "processes left from before cannot be told from this job's own"]
-    mine = {p.pid for p in ancestors(table, me)}
     children: dict[int, list[int]] = {}
     for p in table.values():
         children.setdefault(p.ppid, []).append(p.pid)
-    todo = [worker.pid]
+    below, todo = set(), [worker.pid]
     while todo:
         pid = todo.pop()
-        mine.add(pid)
-        todo += [c for c in children.get(pid, []) if c not in mine]
+        below.add(pid)
+        todo += [c for c in children.get(pid, []) if c not in below]
+    mine = below | {p.pid for p in ancestors(table, me)}
     return [f"process {p.pid} ({ascii(p.name)}) of the job's user runs outside this job's runner "
             "process: left by an earlier job, or started beside it; the runner is not fresh"
             for p in sorted(table.values(), key=lambda p: p.pid)
