@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import re
 import socket
 import stat
 from collections.abc import Iterable, Mapping
@@ -167,26 +168,64 @@ def _content_problems(check: MarkerCheck) -> list[str]:
     return problems
 
 
-def model_cache_problems(path: Path, user: JobUser) -> list[str]:
-    """The model cache must be read-only for the job: a read-only mount, or no entry that the
-    job's user owns or may write."""
+def model_cache_problems(path: Path, user: JobUser,
+                         mountinfo: Path = Path("/proc/self/mountinfo")) -> list[str]:
+    """The model cache must be read-only for the job: a read-only mount with no writable
+    mount inside it, or no entry that the job's user owns or may write; and no symbolic
+    link in it may lead to a file the job may write (a link resolves to its target)."""
     try:
         if not path.is_dir():
             return [f"the model cache {path} is not a folder"]
-        if os.statvfs(path).f_flag & os.ST_RDONLY:
-            return []
+        read_only = bool(os.statvfs(path).f_flag & os.ST_RDONLY)
     except OSError as exc:
         return [f"cannot read the model cache {path}: {exc.strerror}"]
+    root = path.resolve()
+    problems = [f"a writable mount {m} is inside the model cache {path}: mount it read-only too"
+                for m in _writable_mounts_under(root, mountinfo)]
     for count, entry in enumerate(_walk(path)):
         if count >= MAX_CACHE_ENTRIES:
-            return [f"the model cache {path} holds over {MAX_CACHE_ENTRIES} entries: mount it "
-                    "read-only"]
-        st = entry.lstat()
-        if not stat.S_ISLNK(st.st_mode) and user.may_write(st):
-            return [f"the model cache is writable by this job ({entry}, owner uid {st.st_uid}, "
-                    f"mode {stat.S_IMODE(st.st_mode):o}): mount it read-only, so that no job "
-                    "can change a model a later job loads"]
-    return []
+            return problems if read_only else [
+                *problems, f"the model cache {path} holds over {MAX_CACHE_ENTRIES} entries: "
+                "mount it read-only"]
+        problem = _entry_problem(entry, root, user, checked_mode=not read_only)
+        if problem:
+            return [*problems, problem]
+    return problems
+
+
+def _entry_problem(entry: Path, root: Path, user: JobUser, *, checked_mode: bool) -> str | None:
+    st = entry.lstat()
+    if stat.S_ISLNK(st.st_mode):
+        try:
+            target = entry.resolve(strict=True)
+        except (OSError, RuntimeError):
+            return None  # a dangling or looping link loads nothing
+        if target.is_relative_to(root):
+            return None  # walked on its own
+        return (f"{entry} in the model cache links to {target}, outside it: every model file "
+                "must live in the read-only cache")
+    if checked_mode and user.may_write(st):
+        return (f"the model cache is writable by this job ({entry}, owner uid {st.st_uid}, "
+                f"mode {stat.S_IMODE(st.st_mode):o}): mount it read-only, so that no job "
+                "can change a model a later job loads")
+    return None
+
+
+def _writable_mounts_under(root: Path, mountinfo: Path) -> list[str]:
+    """Mount points strictly inside `root` mounted read-write (/proc/self/mountinfo)."""
+    try:
+        lines = mountinfo.read_text().splitlines()
+    except OSError:
+        return []
+    found = []
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 6:
+            continue
+        point = Path(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4]))
+        if point != root and point.is_relative_to(root) and "rw" in fields[5].split(","):
+            found.append(str(point))
+    return found
 
 
 def _walk(root: Path) -> Iterable[Path]:

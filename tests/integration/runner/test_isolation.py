@@ -139,6 +139,30 @@ def test_a_model_cache_owned_by_the_job_is_refused(tmp_path):
     assert f"owner uid {ME}" in problem
 
 
+def test_a_link_out_of_the_model_cache_is_refused(tmp_path):
+    """L6: a snapshot file that links to a file the job may write is that file."""
+    hub = model_cache(tmp_path)
+    outside = tmp_path / "writable-config.json"
+    outside.write_text("{}")
+    (hub / "models--google--gemma" / "snapshots" / "abc" / "extra.json").symlink_to(outside)
+    (problem,) = isolation.model_cache_problems(hub, job_user(tmp_path))
+    assert f"links to {outside}, outside it" in problem
+
+
+def test_a_writable_mount_inside_a_read_only_cache_is_refused(tmp_path):
+    """L6: one statvfs of the top folder sees the read-only mount, not a read-write bind
+    mount nested inside it (/proc/self/mountinfo does)."""
+    hub = model_cache(tmp_path)
+    inner = hub / "models--google--gemma"
+    mountinfo = tmp_path / "mountinfo"
+    mountinfo.write_text(
+        f"36 25 0:32 / {hub} ro,relatime shared:1 - ext4 /dev/sdb ro\n"
+        f"37 36 0:33 / {str(inner).replace(' ', chr(92) + '040')} rw,relatime - ext4 /dev/sdc rw\n"
+        "38 25 0:34 / /elsewhere rw,relatime - tmpfs tmpfs rw\n")
+    (problem,) = isolation.model_cache_problems(hub, job_user(tmp_path), mountinfo)
+    assert problem.startswith(f"a writable mount {inner} is inside the model cache")
+
+
 def test_a_missing_model_cache_is_refused(tmp_path):
     (problem,) = isolation.model_cache_problems(tmp_path / "none", job_user(tmp_path))
     assert "is not a folder" in problem
