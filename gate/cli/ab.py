@@ -18,7 +18,8 @@ from gate.flows import ab, ab_continue, backends, calibrate, first_start, upgrad
 from gate.judge.ab_design import CALIBRATION_BLOCKS, Uncalibrated
 from gate.judge.noise import cache_noise_dir
 from gate.judge.verdict import Verdict, error_verdict, save_verdict, undecided_verdict
-from gate.plan.spec import Plan, apply_overrides, load_plan, pin_runner
+from gate.measure.results import load_results
+from gate.plan.spec import Plan, apply_overrides, builtin_server_problem, load_plan, pin_runner
 from gate.profile.diff_file import DiffSettings
 from gate.profile.sampling import DEFAULT_RATE_HZ, PROFILE_POLICIES, SamplingOptions
 from gate.report import terminal
@@ -209,9 +210,11 @@ def handle(args, settings: Settings) -> int:
 
 
 def _handle(args, settings: Settings, progress: Progress) -> int:
+    check_sources(args, settings)
     if args.resume:
         return finish(_resume(args, settings, progress), args.resume)
-    plan = ab_plan(args)  # a broken plan is said before any build is installed
+    # a broken plan is said before any build is installed
+    plan = ab_plan(args, builtin_only=settings.builtin_plans_only)
     resolved = _resolved(args, settings, progress)
     upgrade.write_release_diff(resolved, args.out, progress)
     options = _options(args, plan, progress, settings, resolved)
@@ -235,6 +238,23 @@ def _handle(args, settings: Settings, progress: Progress) -> int:
                                                   for name, result in done])
     print(f"\nbackends: {index}")
     return backends.load_index(args.out).outcome.exit_code
+
+
+def check_sources(args, settings: Settings) -> None:
+    """What the shipped GPU workflows forbid (docs/action.md, "Running on a public
+    repository"): a resumed A/B whose results file names a server launch other than its
+    built-in plan's, and --calibrate writing to a cache folder that is not read."""
+    if args.calibrate and not settings.cache_calibrations:
+        raise GateError("--calibrate keeps this runner's calibration in the cache folder, and "
+                        "GATE_CACHE_CALIBRATIONS=false reads none from there: calibrate in a "
+                        "trusted job (gate calibrate) into a reviewed folder instead")
+    if not (args.resume and settings.builtin_plans_only):
+        return
+    for label in ("base", "head"):
+        path = args.resume / label / "results.json"
+        if path.is_file() and (problem := builtin_server_problem(load_results(path).plan)):
+            raise GateError(f"--resume {args.resume}: {path}: {problem}; GATE_BUILTIN_PLANS_ONLY "
+                            "resumes only A/Bs of a built-in plan's server")
 
 
 def _continued(args, settings: Settings, options: ab.ABOptions,
@@ -299,9 +319,10 @@ def with_wait_findings(result: ab.ABResult) -> Verdict:
         "notes": result.verdict.notes + [f"where the wait is: {f}" for f in found]})
 
 
-def ab_plan(args) -> Plan:
+def ab_plan(args, *, builtin_only: bool = False) -> Plan:
     """The plan this A/B measures: the named plan with the command line's changes."""
-    return pin_runner(apply_overrides(load_plan(args.plan), drain_requests=args.drain_requests,
+    plan = load_plan(args.plan, builtin_only=builtin_only)
+    return pin_runner(apply_overrides(plan, drain_requests=args.drain_requests,
                                       levels=args.levels, window_s=args.window,
                                       ab=ab_settings(args)), args.model_runner)
 
@@ -314,7 +335,8 @@ def _options(args, plan: Plan, progress: Progress, settings: Settings,
     return ab.ABOptions(
         plan=plan, base=base, head=head, out=args.out, cache_dir=settings.cache_dir,
         thresholds=plan.thresholds.with_overrides(assignments(args.threshold, "--threshold")),
-        noise_dirs=args.noise_dir, progress=progress, profiling=profiling,
+        noise_dirs=args.noise_dir, cache_calibrations=settings.cache_calibrations,
+        progress=progress, profiling=profiling,
         screen=not (args.calibrate or args.no_screening), started_in=settings.run_url)
 
 

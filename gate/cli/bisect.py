@@ -60,6 +60,10 @@ def add_parser(sub) -> None:
                    help="runner minutes per step; an inconclusive A/B is repeated within it")
     p.add_argument("--step-attempts", type=int, default=2,
                    help="A/Bs per step at most while inconclusive (default 2)")
+    p.add_argument("--reuse-builds", action="store_true",
+                   help="resuming: overlay the builds an earlier session installed, as the "
+                   "state lists them (only for an OUT you wrote yourself: a listed build is "
+                   "imported from; by default a resumed bisect installs again)")
     _add_ab_options(p)
     p.set_defaults(handler=handle)
 
@@ -93,7 +97,8 @@ def _settings(args, settings: Settings) -> ABSettings:
         raise GateError("--step-attempts must be at least 1")
     if args.step_budget_minutes is not None and args.step_budget_minutes <= 0:
         raise GateError("--step-budget-minutes must be positive")
-    plan = apply_overrides(load_plan(args.plan), ab=ab_settings(args))
+    plan = apply_overrides(load_plan(args.plan, builtin_only=settings.builtin_plans_only),
+                           ab=ab_settings(args))
     options = SamplingOptions(rate_hz=args.profile_rate, windows=args.profile_windows,
                               window_s=args.profile_window)
     options.check()
@@ -103,7 +108,8 @@ def _settings(args, settings: Settings) -> ABSettings:
                       noise_dirs=args.noise_dir, profiling=profiling,
                       cache_dir=settings.cache_dir, progress=Progress(quiet=args.quiet),
                       step_budget_minutes=args.step_budget_minutes,
-                      max_attempts=args.step_attempts)
+                      max_attempts=args.step_attempts,
+                      cache_calibrations=settings.cache_calibrations)
 
 
 def _check_mode(args: argparse.Namespace) -> None:
@@ -133,14 +139,15 @@ def handle(args, settings: Settings) -> int:
     if args.head:
         result = bisect_hunks(HunksOptions(
             repo=args.repo, head=args.head, base=args.base, out=args.out, python=python,
-            installed_commit=args.installed_commit, install_mode=args.install), ab_settings_)
+            installed_commit=args.installed_commit, install_mode=args.install,
+            reuse_builds=args.reuse_builds), ab_settings_)
         print(terminal_hunks(result))
         print(f"\nreport: {args.out / HUNKS_REPORT}")
         return result.exit_code
     result_ = bisect(BisectOptions(
         repo=args.repo, good=args.good, bad=args.bad, out=args.out, python=python,
         installed_commit=args.installed_commit, install_mode=args.install,
-        then_hunks=args.hunks), ab_settings_)
+        then_hunks=args.hunks, reuse_builds=args.reuse_builds), ab_settings_)
     print(terminal_bisect(result_))
     print(f"\nreport: {args.out / REPORT_FILE}")
     return result_.exit_code

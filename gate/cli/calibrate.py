@@ -14,7 +14,14 @@ from gate.core.progress import Progress
 from gate.core.settings import Settings
 from gate.flows import ab, calibrate
 from gate.judge.ab_design import CALIBRATION_BLOCKS, calibrated_design
-from gate.judge.noise import DEFAULT_NOISE_DIR, load_all_calibrations, store_run
+from gate.judge.noise import (
+    DEFAULT_NOISE_DIR,
+    CalibrationKey,
+    CalibrationRun,
+    load_all_calibrations,
+    store_run,
+)
+from gate.judge.noise_guard import shift_problems, stale_run_problems
 from gate.plan.spec import BACKENDS, Plan, apply_overrides, load_plan, pin_runner
 from gate.runner.builds import resolve_build
 
@@ -45,8 +52,15 @@ def add_parser(sub) -> None:
                    help="output folder for the A/A results")
     p.add_argument("--merge", type=Path, metavar="DIR",
                    help="measure nothing: add the runs of the calibrations in DIR (another "
-                   "runner's, a CI artifact) to those in --noise-dir; a broken file stops it "
-                   "before anything is written")
+                   "runner's, a CI artifact) to those in --noise-dir; a broken file, a run "
+                   "older than yesterday or a spread that moves more than chance allows stops "
+                   "it before anything is written")
+    p.add_argument("--accept-shift", action="store_true",
+                   help="with --merge: take runs whose spread moves a check's stored spread "
+                   "more than chance allows (after finding why the runner changed)")
+    p.add_argument("--accept-old", action="store_true",
+                   help="with --merge: take runs older than yesterday (a calibration file you "
+                   "were given, not a CI job's fresh runs)")
     # The plan changes `gate ab` takes that shape what a calibration is of: its advice names
     # the same flags, so the calibration it asks for is the one it will find.
     p.add_argument("--drain-requests", type=int, help="override drain.requests")
@@ -62,10 +76,11 @@ def add_parser(sub) -> None:
     p.set_defaults(handler=handle)
 
 
-def calibrated_plan(args) -> Plan:
+def calibrated_plan(args, *, builtin_only: bool = False) -> Plan:
     """The plan this command calibrates: the named plan with the command line's changes."""
     servers = {"servers": args.servers} if args.servers else {}
-    plan = pin_runner(apply_overrides(load_plan(args.plan), drain_requests=args.drain_requests,
+    named = load_plan(args.plan, builtin_only=builtin_only)
+    plan = pin_runner(apply_overrides(named, drain_requests=args.drain_requests,
                                       levels=args.levels, window_s=args.window, ab=servers),
                       args.model_runner)
     return plan.for_backend(args.backend) if args.backend else plan
@@ -73,8 +88,9 @@ def calibrated_plan(args) -> Plan:
 
 def handle(args, settings: Settings) -> int:
     if args.merge:
-        return merge(args.merge, args.noise_dir)
-    plan = calibrated_plan(args)
+        return merge(args.merge, args.noise_dir, accept_shift=args.accept_shift,
+                     accept_old=args.accept_old)
+    plan = calibrated_plan(args, builtin_only=settings.builtin_plans_only)
     progress = Progress(quiet=args.quiet)
     resolved = resolve_build(args.python, label="python", cache_dir=settings.cache_dir,
                              torch_index=settings.torch_index, log=progress)
@@ -108,16 +124,40 @@ def handle(args, settings: Settings) -> int:
     return 0
 
 
-def merge(source: Path, target: Path) -> int:
-    """Add every run of the calibrations in `source` to the matching files in `target`."""
+def merge(source: Path, target: Path, *, accept_shift: bool = False,
+          accept_old: bool = False) -> int:
+    """Add every run of the calibrations in `source` to the matching files in `target`: runs
+    just measured only, each within what chance moves the stored spread by (judge.noise_guard)."""
     if not source.is_dir():
         raise GateError(f"--merge {source}: not a folder")
     found = load_all_calibrations(source)  # every file loads, or nothing is written
     if not found:
         raise GateError(f"--merge {source}: no calibration files (*.yaml) there")
+    stale, shifts = [], []
+    for path, calibration in found:
+        stale += [f"{path.name}: {p}" for p in stale_run_problems(calibration.runs)]
+        stored = _stored_runs(target, calibration.identity)
+        for run in calibration.runs:
+            shifts += [f"{path.name}: {p}" for p in shift_problems(stored, run)]
+    if stale and not accept_old:
+        raise GateError("--merge refused, nothing written (--accept-old takes them):\n  "
+                        + "\n  ".join(stale))
+    for line in shifts:
+        print(f"spread moved: {line}", file=sys.stderr)
+    if shifts and not accept_shift:
+        raise GateError(f"--merge refused, nothing written: {len(shifts)} check(s) moved more "
+                        "than chance moves a healthy runner's spread (above); find why, then "
+                        "merge with --accept-shift")
     for path, calibration in found:
         for run in reversed(calibration.runs):  # oldest first: the stored file stays newest first
             written = store_run(target, calibration.identity, run)
         print(f"{path.name}: {len(calibration.runs)} run(s) of {calibration.plan} on "
               f"{calibration.runner_key!r} -> {written}")
     return 0
+
+
+def _stored_runs(target: Path, identity: CalibrationKey) -> list[CalibrationRun]:
+    if not target.is_dir():
+        return []
+    return [run for _, cal in load_all_calibrations(target) if cal.identity == identity
+            for run in cal.runs]

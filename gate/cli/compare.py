@@ -73,7 +73,8 @@ def handle(args, settings: Settings) -> int:
             path = Path(args.baseline)
             baseline = bl.load_baseline(path)
         reference = BaselineReference(baseline, str(path))
-    noise = noise_for(noise_dirs(args.noise_dir, settings.cache_dir), head.plan.name, head.plan_hash,
+    cache = settings.cache_dir if settings.cache_calibrations else None
+    noise = noise_for(noise_dirs(args.noise_dir, cache), head.plan.name, head.plan_hash,
                       head.fingerprint)
     verdict = compare_results(head, reference, thresholds, noise=noise,
                               head_path=str(head_path))

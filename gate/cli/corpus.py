@@ -55,7 +55,7 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 
 def build(args: argparse.Namespace, settings: Settings) -> int:
-    plan = load_plan(args.plan)
+    plan = load_plan(args.plan, builtin_only=settings.builtin_plans_only)
     names = tuple(n.strip() for n in args.backends.split(",") if n.strip())
     unknown = [n for n in names if n not in COMPILERS]
     if not names or unknown:
@@ -80,7 +80,7 @@ def build(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def show(args: argparse.Namespace, settings: Settings) -> int:
-    plan = load_plan(args.plan or "cpu-corpus")
+    plan = load_plan(args.plan or "cpu-corpus", builtin_only=settings.builtin_plans_only)
     spec = plan.workload.corpus
     if spec is None:
         raise GateError(f"plan {plan.name} has no workload.corpus")

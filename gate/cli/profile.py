@@ -80,7 +80,7 @@ def record(args, settings: Settings) -> int:
     opts = SamplingOptions(rate_hz=args.rate, windows=args.windows, window_s=args.window_s,
                            settle_s=args.settle_s)
     opts.check()
-    plan = load_plan(args.plan)
+    plan = load_plan(args.plan, builtin_only=settings.builtin_plans_only)
     progress = Progress(quiet=args.quiet)
     roots = args.root or [Path(os.getcwd())]
     target = ProfileTarget(args.base_url, label=args.label, pid=args.pid,

@@ -18,6 +18,7 @@ from gate.github.publish import (
     PostTarget,
     PublishOptions,
     default_client,
+    post_bisect_report,
     post_comment_file,
     publish,
 )
@@ -63,6 +64,10 @@ def add_parser(sub) -> None:
                    "comment-poster workflow)")
     p.add_argument("--expect-head-sha",
                    help="with --post-comment-file: refuse unless the PR's head commit is this one")
+    p.add_argument("--bisect-result", type=Path, metavar="FILE",
+                   help="render the report of a bisect.json (gate bisect) and post it as a new "
+                   "comment on --issue (the bisect workflow's report job)")
+    p.add_argument("--issue", type=int, help="with --bisect-result: the issue to post on")
     p.add_argument("--bot-login", help="the login the token comments as, when GET /user cannot "
                    "say (a GitHub App's installation token: APP-SLUG[bot]); default: GET /user, "
                    "else github-actions[bot]")
@@ -121,6 +126,11 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
         raise GateError("--max-wait must be 0 or more seconds")
     settings = settings_from_args(args, settings)
     factory = partial(default_client, max_wait_s=args.max_wait)
+    if (args.bisect_result is None) != (args.issue is None):
+        raise GateError("--bisect-result and --issue go together")
+    if args.bisect_result is not None:
+        return post_bisect_report(settings, args.bisect_result, args.issue,
+                                  client_factory=factory)
     if args.post_comment_file is not None:
         target = PostTarget(pr=args.pr, expect_head_sha=args.expect_head_sha)
         return post_comment_file(settings, args.post_comment_file, target=target,

@@ -40,7 +40,7 @@ def add_parser(sub) -> None:
 
 def handle(args, settings: Settings) -> int:
     plan = pin_runner(apply_overrides(
-        load_plan(args.plan), repeats=args.repeats, drain_requests=args.drain_requests,
+        load_plan(args.plan, builtin_only=settings.builtin_plans_only), repeats=args.repeats, drain_requests=args.drain_requests,
         drain_concurrency=args.drain_concurrency, levels=args.levels,
         window_s=args.window, max_tokens=args.max_tokens,
         no_drain=args.no_drain, no_sweep=args.no_sweep,

@@ -33,7 +33,7 @@ def add_parser(sub) -> None:
 
 
 def handle(args, settings: Settings) -> int:
-    scope = extract_scope(args.repo, args.base, args.head, load_plan(args.plan))
+    scope = extract_scope(args.repo, args.base, args.head, load_plan(args.plan, builtin_only=settings.builtin_plans_only))
     write_atomic(args.out, scope.model_dump_json(indent=1) + "\n")
     write_outputs(settings.output, {"runners": json.dumps(scope.runners),
                                     "backends": json.dumps(scope.backends),

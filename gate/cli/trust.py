@@ -9,32 +9,40 @@
     gate trust check-runner --model-cache DIR  exit 0 when this runner is fresh and isolated
     gate trust check-on-default-branch --sha S [--sha S2]  exit 0 when each is a commit of
                                             the default branch (gate bisect's refs)
+    gate trust check-writer --login L [--login L2]  exit 0 when each may push to the
+                                            repository (write, maintain or admin)
+    gate trust check-caller --workflow FILE [--branch B]  exit 0 when this run is FILE
+                                            itself, dispatched on the default branch (or B):
+                                            no caller, no other branch's copy
 
 Exit codes: 0 ok, 1 the setting or state is missing (refuse to run), 2 bad arguments,
 4 GitHub could not tell (refuse to run: fail closed). Reads GITHUB_TOKEN, GITHUB_REPOSITORY
-and GITHUB_API_URL from the environment (check-runner: RUNNER_NAME, RUNNER_TEMP, GITHUB_ENV).
+and GITHUB_API_URL from the environment (check-runner: RUNNER_NAME, RUNNER_TEMP, GITHUB_ENV
+and the job's whole environment, which it checks; check-caller: GITHUB_EVENT_NAME,
+GITHUB_REF, GITHUB_WORKFLOW_REF).
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
+import os
 
 from gate.core.errors import GateError
 from gate.core.settings import Settings
+from gate.github import runner_check
 from gate.github.publish import append_summary, write_outputs
 from gate.github.trust import (
-    TrustError,
+    check_caller,
     check_commit_sha,
     check_environment,
     check_head,
     check_on_default_branch,
     check_review,
+    check_writer,
     client_for,
+    default_branch,
     revoke_label,
 )
-from gate.runner import isolation
 
 
 def add_parser(subparsers) -> None:
@@ -82,32 +90,42 @@ def add_parser(subparsers) -> None:
     )
     on_branch.add_argument("--sha", action="append", required=True,
                            help="a full commit SHA (repeatable)")
+    on_branch.add_argument("--repo", metavar="OWNER/NAME",
+                           help="another repository's default branch, e.g. the gate's for "
+                           "GATE_REF (default: this run's repository)")
     on_branch.set_defaults(trust_check=run_check_on_default_branch)
-    add_check_runner(sub)
-    p.set_defaults(handler=handle)
 
+    writer = sub.add_parser(
+        "check-writer",
+        help="fail unless every LOGIN may push to the repository (write, maintain or admin)",
+    )
+    writer.add_argument("--login", action="append", required=True,
+                        help="a GitHub login, e.g. the PR's author and the event's sender "
+                        "(repeatable)")
+    writer.set_defaults(trust_check=run_check_writer)
 
-def add_check_runner(sub) -> None:
+    caller = sub.add_parser(
+        "check-caller",
+        help="fail unless this run is FILE itself, started by a dispatch on the default branch",
+    )
+    caller.add_argument("--workflow", action="append", required=True, metavar="FILE",
+                        help="the workflow's file name under .github/workflows/ (repeatable: "
+                        "an allow-list)")
+    caller.add_argument("--event", action="append", metavar="NAME",
+                        help="an event the run may start on (repeatable; default "
+                        "workflow_dispatch)")
+    caller.add_argument("--branch", help="the branch the run must be on (default: the "
+                        "repository's default branch)")
+    caller.set_defaults(trust_check=run_check_caller)
+
     runner = sub.add_parser(
         "check-runner",
         help="fail unless this runner is fresh and isolated; point the caches at this job",
-        description="Before the code under test is checked out: the provisioning's marker "
-        "(this boot, this runner, root-owned), a read-only model cache, no compile cache left "
-        "from before, no instance metadata. On success the compile caches go to a folder of "
-        "this job and the Hub offline, through GITHUB_ENV (docs/action.md).",
+        description=runner_check.DESCRIPTION,
     )
-    runner.add_argument("--marker", type=Path, default=isolation.DEFAULT_MARKER,
-                        help=f"the provisioning's marker (default {isolation.DEFAULT_MARKER})")
-    runner.add_argument("--marker-owner", type=int, default=0, metavar="UID",
-                        help="who writes the marker (default 0, root)")
-    runner.add_argument("--model-cache", type=Path, required=True,
-                        help="the Hugging Face hub cache the provisioning mounted read-only")
-    runner.add_argument("--metadata", action="append", metavar="HOST:PORT",
-                        help="an instance metadata endpoint that must not answer (repeatable; "
-                        f"default {isolation.DEFAULT_METADATA[0]})")
-    runner.add_argument("--job-cache", type=Path,
-                        help="the job's cache folder (default RUNNER_TEMP/perf-gate-caches)")
+    runner_check.add_arguments(runner)
     runner.set_defaults(trust_check=run_check_runner)
+    p.set_defaults(handler=handle)
 
 
 def handle(args: argparse.Namespace, settings: Settings) -> int:
@@ -126,12 +144,6 @@ def run_check_environment(args: argparse.Namespace, settings: Settings) -> int:
         f"gate trust: environment {review.name!r} requires approval by one of "
         f"{review.reviewers} reviewer(s)"
     )
-    if review.can_admins_bypass:
-        print(
-            f"gate trust: warning: administrators can bypass {review.name!r}'s reviewers; "
-            "turn off 'Allow administrators to bypass configured protection rules'",
-            file=sys.stderr,
-        )
     return 0
 
 
@@ -164,40 +176,33 @@ def run_revoke_label(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def run_check_runner(args: argparse.Namespace, settings: Settings) -> int:
-    user = isolation.JobUser.current()
-    job_cache = args.job_cache or (settings.runner_temp / "perf-gate-caches"
-                                   if settings.runner_temp else None)
-    if job_cache is None:
-        raise GateError("--job-cache is needed outside a runner (RUNNER_TEMP is not set)")
-    if settings.github_env is None:
-        raise GateError("GITHUB_ENV is not set: nothing would point the caches at this job")
-    problems = runner_problems(args, settings, user)
-    for problem in problems:
-        print(f"gate trust: refused: {problem}", file=sys.stderr)
-    if problems:
-        raise TrustError(f"this runner is not fit to run a PR's code ({len(problems)} "
-                         "problem(s) above); see docs/action.md, 'Provisioning a GPU runner'")
-    caches = isolation.prepare_job_caches(job_cache, args.model_cache)
-    write_outputs(settings.github_env, caches.env)
-    print(f"gate trust: runner {settings.runner_name} is fresh and isolated; compile caches in "
-          f"{caches.root}, models read-only and offline from {caches.model_cache}")
-    return 0
-
-
-def runner_problems(args: argparse.Namespace, settings: Settings,
-                    user: isolation.JobUser) -> list[str]:
-    boot_id = isolation.BOOT_ID.read_text().strip() if isolation.BOOT_ID.exists() else ""
-    marker = isolation.MarkerCheck(args.marker, boot_id, settings.runner_name, args.marker_owner)
-    return (isolation.marker_problems(marker, user)
-            + isolation.model_cache_problems(args.model_cache, user)
-            + isolation.stale_cache_problems(isolation.default_cache_dirs(user))
-            + isolation.metadata_problems(args.metadata or isolation.DEFAULT_METADATA))
+    # The job's whole environment is what this check inspects (the variables an earlier job
+    # or the runner's .env could have set), not settings.
+    return runner_check.check_runner(args, os.environ)
 
 
 def run_check_on_default_branch(args: argparse.Namespace, settings: Settings) -> int:
     shas = [check_commit_sha(sha, "--sha") for sha in args.sha]
-    client = client_for(settings)
+    client = client_for(settings, args.repo)
     for sha in shas:
         branch = check_on_default_branch(client, sha)
-        print(f"gate trust: {sha} is a commit of the default branch {branch}")
+        print(f"gate trust: {sha} is a commit of {client.repository}'s default branch {branch}")
+    return 0
+
+
+def run_check_writer(args: argparse.Namespace, settings: Settings) -> int:
+    client = client_for(settings)
+    for login in dict.fromkeys(args.login):
+        permission = check_writer(client, login)
+        print(f"gate trust: @{login} has {permission} permission on {client.repository}")
+    return 0
+
+
+def run_check_caller(args: argparse.Namespace, settings: Settings) -> int:
+    client = client_for(settings)
+    found = check_caller(event_name=settings.event_name, ref=settings.ref,
+                         workflow_ref=settings.workflow_ref, repository=client.repository,
+                         branch=args.branch or default_branch(client), workflows=args.workflow,
+                         events=tuple(args.event or ["workflow_dispatch"]))
+    print(f"gate trust: this run is {found}, started on {settings.event_name}")
     return 0

@@ -9,6 +9,7 @@ it raises a `GateError` that says which file, which key, and what is wrong with 
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any, TypeVar
@@ -20,6 +21,7 @@ from gate.core.errors import GateError
 
 M = TypeVar("M", bound=BaseModel)
 MAX_PROBLEMS_SHOWN = 8
+PLAIN_KEY = re.compile(r"[A-Za-z0-9_.+-]{1,80}")
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -41,12 +43,19 @@ def validation_problems(exc: ValidationError) -> list[str]:
     """One line per problem, `key.path: message`, unknown keys called what they are."""
     lines = []
     for err in exc.errors()[:MAX_PROBLEMS_SHOWN]:
-        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        where = ".".join(_key(p) for p in err["loc"]) or "(top level)"
         msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
         lines.append(f"{where}: {msg}")
     if exc.error_count() > MAX_PROBLEMS_SHOWN:
         lines.append(f"... and {exc.error_count() - MAX_PROBLEMS_SHOWN} more")
     return lines
+
+
+def _key(part: object) -> str:
+    """A key of the file as the message shows it: a plain name as it is, anything else (a key
+    the file's author chose, with spaces, line breaks or `::`) quoted and ASCII-escaped."""
+    text = str(part)
+    return text if PLAIN_KEY.fullmatch(text) else ascii(text)
 
 
 def invalid(what: str, exc: ValidationError) -> GateError:

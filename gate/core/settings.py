@@ -60,6 +60,16 @@ class Settings(BaseModel):
         DEFAULT_TORCH_INDEX, description="GATE_TORCH_INDEX: the extra index a CPU release's "
         "+cpu torch is installed from when pip's own sources lack it",
     )
+    # What the shipped GPU workflows switch off (docs/action.md, "Running on a public
+    # repository"): a plan file from the workspace, and calibrations from the cache folder.
+    builtin_plans_only: bool = Field(
+        False, description="GATE_BUILTIN_PLANS_ONLY: --plan takes a built-in plan's name only")
+    cache_calibrations: bool = Field(
+        True, description="GATE_CACHE_CALIBRATIONS: also read the cache folder's noise/")
+    event_name: str | None = Field(None, description="GITHUB_EVENT_NAME")
+    ref: str | None = Field(None, description="GITHUB_REF: the ref the run is for")
+    workflow_ref: str | None = Field(
+        None, description="GITHUB_WORKFLOW_REF: owner/repo/path@ref of the run's top workflow")
 
     @property
     def run_url(self) -> str | None:
@@ -99,6 +109,13 @@ class Settings(BaseModel):
             cache_dir=Path(env["GATE_CACHE_DIR"]) if env.get("GATE_CACHE_DIR") else
             Path.home() / ".cache" / "gate",
             torch_index=env.get("GATE_TORCH_INDEX") or DEFAULT_TORCH_INDEX,
+            builtin_plans_only=parse_bool(env.get("GATE_BUILTIN_PLANS_ONLY", "false"),
+                                          "GATE_BUILTIN_PLANS_ONLY"),
+            cache_calibrations=parse_bool(env.get("GATE_CACHE_CALIBRATIONS", "true"),
+                                          "GATE_CACHE_CALIBRATIONS"),
+            event_name=event_name,
+            ref=env.get("GITHUB_REF") or None,
+            workflow_ref=env.get("GITHUB_WORKFLOW_REF") or None,
         )
 
 

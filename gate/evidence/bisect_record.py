@@ -28,8 +28,13 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+# A commit as git names it (SHA-1, or SHA-256 repositories): a state or result read back from
+# an artifact can put nothing else where a commit goes in the report.
+COMMIT_PATTERN = r"^[0-9a-f]{40}([0-9a-f]{24})?$"
+
+
 class CommitInfo(Strict):
-    sha: str
+    sha: str = Field(pattern=COMMIT_PATTERN)
     subject: str = ""
 
     @property
@@ -56,7 +61,7 @@ class Measured(Strict):
 
 class StepRecord(Measured):
     number: int
-    commit: str
+    commit: str = Field(pattern=COMMIT_PATTERN)
     subject: str = Field("", description="the commit's subject, for the report's table")
     role: Literal["endpoints", "step"] = Field(
         "step", description="endpoints: the bad commit confirmed against the good build")

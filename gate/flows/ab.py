@@ -116,7 +116,8 @@ class ABOptions:
     out: Path
     cache_dir: Path  # Settings.cache_dir: the tiny model, the runner's own calibrations
     thresholds: Thresholds | None = None  # None: the plan's
-    noise_dirs: list[Path] | None = None  # None: ./baselines/noise; the cache's always
+    noise_dirs: list[Path] | None = None  # None: ./baselines/noise; and the cache's:
+    cache_calibrations: bool = True  # False: not the cache folder's (GATE_CACHE_CALIBRATIONS)
     progress: Progress = field(default_factory=lambda: Progress(quiet=True))
     profiling: Profiling = field(default_factory=lambda: Profiling(policy="never"))
     # Without a calibration: measure one block and fail gross effects only (docs/compare.md,
@@ -385,7 +386,8 @@ def ab(options: ABOptions) -> ABResult:
         raise GateError(gpu)
     for side in sides.values():
         side.errors += refused
-    noise = noise_for(noise_dirs(options.noise_dirs, options.cache_dir), plan.name,
+    cache = options.cache_dir if options.cache_calibrations else None
+    noise = noise_for(noise_dirs(options.noise_dirs, cache), plan.name,
                       plan.measurement_hash(), sides["head"].fingerprint)
     screening: str | None = None  # why one block judges gross effects only
     try:

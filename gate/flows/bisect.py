@@ -44,6 +44,7 @@ from gate.flows.bisect_state import (
     STATE_FILE,
     Checkpoint,
     check_same,
+    commits_from_git,
     load_state,
     relative,
     usable_builds,
@@ -66,6 +67,7 @@ class BisectOptions:
     install_mode: InstallMode = "precompiled"
     watch: list[str] = field(default_factory=lambda: list(DEFAULT_WATCH))
     then_hunks: bool = False  # delta-debug the first bad commit's hunks (gate.flows.bisect_hunks)
+    reuse_builds: bool = False  # a resumed state's installed builds: this folder is our own
 
 
 def bisect(options: BisectOptions, settings: ABSettings, run: ABRunner | None = None
@@ -95,20 +97,22 @@ def open_state(options: BisectOptions, settings: ABSettings) -> BisectState:
     path = options.out / STATE_FILE
     stored = load_state(BisectState, path)
     plan_hash = settings.plan.measurement_hash()
+    commits = [CommitInfo(sha=c, subject=commit_subject(repo, c))
+               for c in first_parent_commits(repo, good, bad)]
+    ends = {"good": CommitInfo(sha=good, subject=commit_subject(repo, good)),
+            "bad": CommitInfo(sha=bad, subject=commit_subject(repo, bad))}
     if stored is not None:
         wanted = stored.model_copy(update={
             "repo": str(repo), "plan_hash": plan_hash,
             "good": CommitInfo(sha=good, subject=stored.good.subject),
             "bad": CommitInfo(sha=bad, subject=stored.bad.subject)})
         check_same(stored, wanted, ("repo", "good", "bad", "plan_hash"), path)
-        stored.builds = usable_builds(stored.builds, base)
+        commits_from_git(stored, commits, path)
+        stored.good, stored.bad = ends["good"], ends["bad"]
+        stored.builds = usable_builds(stored.builds, base, reuse=options.reuse_builds)
         return stored
-    commits = first_parent_commits(repo, good, bad)
-    return BisectState(
-        repo=str(repo), plan_hash=plan_hash, builds=[base],
-        good=CommitInfo(sha=good, subject=commit_subject(repo, good)),
-        bad=CommitInfo(sha=bad, subject=commit_subject(repo, bad)),
-        commits=[CommitInfo(sha=c, subject=commit_subject(repo, c)) for c in commits])
+    return BisectState(repo=str(repo), plan_hash=plan_hash, builds=[base], commits=commits,
+                       **ends)
 
 
 def _verdicts(state: BisectState) -> dict[str, StepVerdict]:

@@ -54,6 +54,7 @@ class ABSettings:
     progress: Progress
     step_budget_minutes: float | None = None
     max_attempts: int = 2
+    cache_calibrations: bool = True  # False: calibrations from noise_dirs only
 
 
 @dataclass(frozen=True)
@@ -87,8 +88,8 @@ class ABRunner:
             plan=settings.plan, base=ab.Build("base", base.python, base.env),
             head=ab.Build("head", head.python, head.env), out=out,
             cache_dir=settings.cache_dir, thresholds=settings.thresholds,
-            noise_dirs=settings.noise_dirs, progress=settings.progress,
-            profiling=settings.profiling, screen=True)
+            noise_dirs=settings.noise_dirs, cache_calibrations=settings.cache_calibrations,
+            progress=settings.progress, profiling=settings.profiling, screen=True)
         return _call(lambda: ab.ab(options), out)
 
     def resume(self, settings: ABSettings, out: Path, budget_minutes: float | None) -> ABRun:

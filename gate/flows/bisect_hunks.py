@@ -56,6 +56,7 @@ class HunksOptions:
     base: str | None = None  # None: the head's first parent
     installed_commit: str | None = None  # default: the parent
     install_mode: InstallMode = "precompiled"
+    reuse_builds: bool = False  # a resumed state's installed builds: this folder is our own
 
 
 def bisect_hunks(options: HunksOptions, settings: ABSettings, run: ABRunner | None = None
@@ -93,7 +94,7 @@ def open_hunks_state(options: HunksOptions, settings: ABSettings) -> HunksState:
         return fresh
     check_same(stored, fresh, ("repo", "parent", "head", "plan_hash", "hunks", "reference"),
                options.out / HUNKS_STATE_FILE)
-    stored.builds = usable_builds(stored.builds, base)
+    stored.builds = usable_builds(stored.builds, base, reuse=options.reuse_builds)
     return stored
 
 

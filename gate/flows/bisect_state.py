@@ -2,7 +2,14 @@
 (atomically), and the runner time of every session counted (docs/bisect.md#resuming).
 
 A state belongs to one question: the same repository, commits, plan and installed build. A
-folder that holds another bisect's state is refused rather than mixed in."""
+folder that holds another bisect's state is refused rather than mixed in.
+
+A stored state is data someone else may have written (in CI it comes back from an artifact of
+a job that ran the measured code), so a resumed bisect takes from it only what git can back
+or what is measurement record: the range's commits are listed again from git and must match,
+every step must name a commit of the range, and the installed builds it lists (interpreters
+and package folders, which a step would import from) are dropped unless the caller says the
+folder is its own (`gate bisect --reuse-builds`)."""
 
 from __future__ import annotations
 
@@ -14,7 +21,7 @@ from pydantic import BaseModel
 
 from gate.core.errors import GateError
 from gate.core.files import load_json_model, write_atomic
-from gate.evidence.bisect_record import BisectState, HunksState
+from gate.evidence.bisect_record import BisectState, CommitInfo, HunksState
 from gate.runner.commit_build import InstalledBuild
 
 S = TypeVar("S", BisectState, HunksState)
@@ -75,10 +82,37 @@ def relative(path: str | None, root: Path) -> str | None:
         return path
 
 
-def usable_builds(stored: list[InstalledBuild], base: InstalledBuild) -> list[InstalledBuild]:
+def usable_builds(stored: list[InstalledBuild], base: InstalledBuild, *,
+                  reuse: bool = False) -> list[InstalledBuild]:
     """The installed builds a resumed bisect can overlay: this run's installed build first,
-    then the ones an earlier session installed that are still there (a CI re-run attempt
-    restores the state on a fresh runner, without them)."""
+    then, with `reuse` only, the ones an earlier session installed that are still there. A
+    stored build names an interpreter and a package folder that a step imports from, so
+    without `reuse` (a state that came from elsewhere, a CI artifact) none is taken."""
+    if not reuse:
+        return [base]
     kept = [b for b in stored[1:] if b.commit != base.commit and Path(b.python).exists()
             and Path(b.package_dir).is_dir()]
     return [base, *kept]
+
+
+def commits_from_git(stored: BisectState, commits: list[CommitInfo], path: Path) -> None:
+    """Make a resumed state's range git's own: the stored commits must be `commits` (listed
+    from git again), every step must name one of them, numbered in order, the endpoints step
+    first and on the bad commit. Subjects come from git. A GateError names what differs."""
+    shas = [c.sha for c in commits]
+    if [c.sha for c in stored.commits] != shas:
+        raise GateError(f"{path} lists {len(stored.commits)} commit(s) between good and bad, "
+                        f"not git's {len(shas)}: a state git does not back is not resumed "
+                        "(remove it to start over)")
+    for i, step in enumerate(stored.steps, start=1):
+        first = i == 1
+        if (step.number != i or step.commit not in shas
+                or (step.role == "endpoints") != first
+                or (first and step.commit != stored.bad.sha)):
+            raise GateError(f"{path}: step {i} ({step.role} on {step.commit[:40]!r}) is not a "
+                            "step of this bisect: a state git does not back is not resumed "
+                            "(remove it to start over)")
+    subjects = {c.sha: c.subject for c in commits}
+    stored.commits = list(commits)
+    for step in stored.steps:
+        step.subject = subjects[step.commit]

@@ -28,8 +28,9 @@ from pathlib import Path
 from typing import TextIO
 
 from gate.core.errors import GateError
-from gate.core.files import write_atomic
+from gate.core.files import load_json_model, write_atomic
 from gate.core.settings import Settings
+from gate.evidence.bisect_record import BisectResult
 from gate.evidence.hunks import Hunk, HunkSet
 from gate.github.client import (
     DEFAULT_MAX_WAIT_S,
@@ -48,6 +49,7 @@ from gate.github.workflow_commands import (
     write_outputs,
 )
 from gate.judge.verdict import Outcome, Verdict
+from gate.report.bisect import render_bisect
 from gate.report.render import (
     GITHUB_COMMENT_LIMIT,
     MARKER_PREFIX,
@@ -342,4 +344,21 @@ def post_comment_file(
     _check_author(posted, identity, err)
     print(f"gate publish: comment {posted.action} on PR #{number} ({posted.url})", file=err)
     write_outputs(settings.output, {"comment-url": posted.url, "comment-action": posted.action})
+    return 0
+
+
+def post_bisect_report(settings: Settings, path: Path, issue: int, *,
+                       client_factory: ClientFactory = default_client) -> int:
+    """The bisect workflow's `report` job: bisect.json came from a job that ran the measured
+    code, so it is read as typed data (every commit a git SHA, unknown keys refused) and the
+    report rendered here, escaped like the PR comment, then posted as a new comment on
+    `issue`. The bisect's own bisect.md is never posted."""
+    if issue <= 0:
+        raise GateError(f"--issue {issue} is not an issue number")
+    if settings.github_token is None or not settings.repository:
+        raise GateError("posting on an issue needs GITHUB_TOKEN and GITHUB_REPOSITORY")
+    body = render_bisect(load_json_model(BisectResult, path, "bisect result"))
+    posted = client_factory(settings).create_comment(issue, body)
+    print(f"gate publish: bisect report posted on issue #{issue} ({posted.get('html_url')})",
+          file=sys.stderr)
     return 0

@@ -15,12 +15,17 @@ the state of the PR when a job starts:
 - a manual rerun measures the commit its dispatcher named, and only while that commit is still
   the PR's head (`check_head`);
 - a bisect runs only commits of the default branch, merged after review
-  (`check_on_default_branch`): GitHub's compare API says whether the branch's tip contains it.
+  (`check_on_default_branch`): GitHub's compare API says whether the branch's tip contains it;
+- the no-approval path (a person's own push to a branch of the repository) and the approval
+  label count only for people who may push to the repository (`check_writer`: GitHub's
+  permission of that login, `write` or `admin`; maintain counts as write, triage as read);
+- a workflow that starts GPU work on its own say-so runs only as itself, from the default
+  branch (`check_caller`): not called by another workflow, not from another branch.
 
 Each call goes through `GitHubClient.request`. Reading an environment needs `actions: read`
 on the job's GITHUB_TOKEN; a PR and its reviews need `pull-requests: read`; removing a label
 needs `pull-requests: write` (or `issues: write`); the repository and compare,
-`contents: read`.
+`contents: read`; a collaborator's permission, the metadata read every token has.
 """
 
 from __future__ import annotations
@@ -36,6 +41,10 @@ from gate.github.client import GitHubClient, GitHubError, GitHubForbidden
 
 COMMIT_SHA_RE = re.compile(r"[0-9a-f]{40}")
 ENVIRONMENT_PERMISSION = "actions: read"
+# GitHub's `permission` of a collaborator: admin, write, read or none (maintain is reported
+# as write, triage as read). Pushing to the repository takes write.
+WRITER_PERMISSIONS = {"admin", "write"}
+LOGIN_RE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})")  # a GitHub login; no app [bot]
 
 
 class TrustError(GateError):
@@ -89,10 +98,18 @@ class EnvironmentReview(BaseModel):
     can_admins_bypass: bool
 
 
-def client_for(settings: Settings) -> GitHubClient:
+REPOSITORY_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100}")
+
+
+def client_for(settings: Settings, repository: str | None = None) -> GitHubClient:
+    """A client for this run's repository, or for `repository` (owner/name: the gate's own,
+    whose commit the workflows pin)."""
     if settings.github_token is None or not settings.repository:
         raise GateError("this check needs GITHUB_TOKEN and GITHUB_REPOSITORY")
-    return GitHubClient(settings.api_url, settings.repository, settings.github_token)
+    if repository is not None and not REPOSITORY_RE.fullmatch(repository):
+        raise GateError(f"--repo {repository!r} is not owner/name")
+    return GitHubClient(settings.api_url, repository or settings.repository,
+                        settings.github_token)
 
 
 def check_commit_sha(value: str, what: str) -> str:
@@ -140,12 +157,76 @@ def check_environment(client: GitHubClient, name: str) -> EnvironmentReview:
             "person could both label (or dispatch) and approve a commit. Turn on 'Prevent "
             "self-review' in Settings > Environments; refusing to run"
         )
+    if env.can_admins_bypass:
+        raise TrustError(
+            f"environment {name!r} lets administrators bypass its reviewers, so one person "
+            "could send a commit to the GPU runner alone. Turn off 'Allow administrators to "
+            "bypass configured protection rules' in Settings > Environments; refusing to run"
+        )
     return EnvironmentReview(
         name=env.name,
         reviewers=reviewers,
         prevent_self_review=True,
         can_admins_bypass=bool(env.can_admins_bypass),
     )
+
+
+class CollaboratorPermission(BaseModel):
+    """GET /repos/{owner}/{repo}/collaborators/{username}/permission."""
+
+    permission: str
+    role_name: str = ""
+
+
+def check_writer(client: GitHubClient, login: str) -> str:
+    """`login`'s permission on the repository when it is write or admin; TrustError for any
+    other (read, triage, none, a bot's name), UnknownTrust when GitHub cannot tell."""
+    if not LOGIN_RE.fullmatch(login or ""):
+        raise TrustError(f"{login!r} is not a person's GitHub login (a bot or an app has no "
+                         "say here): the approval path applies")
+    path = f"/repos/{client.repository}/collaborators/{quote(login, safe='')}/permission"
+    try:
+        data = client.request("GET", path).json()
+    except GitHubForbidden as exc:
+        if exc.status == 404:
+            raise TrustError(f"@{login} is not a user GitHub knows: the approval path applies"
+                             ) from None
+        raise UnknownTrust(f"cannot read @{login}'s permission ({exc}). Failing closed") from None
+    except GitHubError as exc:
+        raise UnknownTrust(f"cannot read @{login}'s permission: {exc}. Failing closed") from None
+    try:
+        found = CollaboratorPermission.model_validate(data)
+    except ValidationError:
+        raise UnknownTrust(f"GitHub's answer for @{login}'s permission is not one. Failing "
+                           "closed") from None
+    if found.permission not in WRITER_PERMISSIONS:
+        role = f" (role {found.role_name})" if found.role_name else ""
+        raise TrustError(f"@{login} has {found.permission!r} permission{role} on "
+                         f"{client.repository}, not write: the approval path applies")
+    return found.permission
+
+
+def check_caller(*, event_name: str | None, ref: str | None, workflow_ref: str | None,
+                 repository: str, branch: str, workflows: list[str],
+                 events: tuple[str, ...] = ("workflow_dispatch",)) -> str:
+    """The run's own workflow file when the run is one of `workflows` of `repository`, started
+    on `events` from `branch` (the default branch, or the rerun's sandbox branch); TrustError
+    otherwise. GITHUB_WORKFLOW_REF names the run's top workflow, which for a called workflow
+    is its caller's."""
+    expected_ref = f"refs/heads/{branch}"
+    if event_name not in events:
+        raise TrustError(f"this workflow starts on {', '.join(events)} only, not on "
+                         f"{event_name or 'an unknown event'} (another workflow calling it is "
+                         "refused)")
+    if ref != expected_ref:
+        raise TrustError(f"this run is for {ref or 'no ref'}, not {expected_ref}: only that "
+                         "branch's file of this workflow runs here")
+    allowed = {f"{repository}/.github/workflows/{name}@{expected_ref}" for name in workflows}
+    if workflow_ref not in allowed:
+        raise TrustError(f"the run's workflow is {workflow_ref or 'unknown'}, not "
+                         f"{' or '.join(sorted(allowed))}: a workflow that calls this one, or "
+                         "a copy of it, is refused")
+    return workflow_ref
 
 
 def check_head(client: GitHubClient, pr: int, sha: str) -> None:
@@ -182,7 +263,8 @@ def revoke_label(client: GitHubClient, pr: int, label: str) -> bool:
 
 def check_review(client: GitHubClient, pr: int, sha: str, reviewer: str) -> Review:
     """The approving review that ties an approval label to one commit: `reviewer`'s latest
-    decisive review of PR `pr` approves exactly `sha`. TrustError otherwise."""
+    decisive review of PR `pr` approves exactly `sha`, and `reviewer` may write to the
+    repository. TrustError otherwise."""
     path = f"/repos/{client.repository}/pulls/{int(pr)}/reviews"
     try:
         reviews = [Review.model_validate(item) for item in client.paginate(path)]
@@ -207,6 +289,7 @@ def check_review(client: GitHubClient, pr: int, sha: str, reviewer: str) -> Revi
             "the PR changed between the review and the label. Review the new commit, approve "
             "it, and add the label again"
         )
+    check_writer(client, reviewer)  # a triage-role labeller's review approves nothing
     return latest
 
 

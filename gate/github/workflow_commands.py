@@ -1,14 +1,19 @@
 """stdout and stderr as a GitHub runner reads them.
 
-A runner treats every output line that starts (after spaces) with `::` or `##[` as a workflow
-command: `::error ...`, `::add-mask::`, `::stop-commands::`. The gate prints text it does not
+A runner (actions/runner, ActionCommand.cs) takes an output line as a workflow command in two
+ways: a line that starts with `::` once .NET's TrimStart() has removed its leading whitespace
+(every Unicode space: U+00A0, U+3000, U+2028, ...), and, in the legacy form, a line that holds
+`##[` anywhere, followed by a command name and `]`. Its comparisons are culture-aware, which
+can pass over invisible characters (U+200B, U+2060, U+FEFF). The gate prints text it does not
 control (file paths from a diff, key names from a JSON file, a server's log lines), so one
 crafted name could print a live `::error title=Perf gate::PASS`. Every line the gate writes
-goes through `SafeStream`, which quotes such lines with a leading `|`; the gate's own
-annotations go out through `workflow_command`, the one way past the filter, and are built by
-`format_command`, the one place that escapes a command's data and properties (CR included:
-the runner ends a line at CR as well as LF). action.yml prints its annotations with
-`gate annotate`, which uses the same function.
+goes through `SafeStream`, which holds each line until it ends and then, looking at it with
+the invisible characters left out: breaks every `##[` (as `## [`) and quotes a line that starts
+with `::` after any whitespace with a leading `|`. The gate's own annotations go out through
+`workflow_command`, the one way past the filter, and are built by `format_command`, the one
+place that escapes a command's data and properties (CR included: the runner ends a line at CR
+as well as LF). action.yml prints its annotations with `gate annotate`, which uses the same
+function.
 
 The same wrapper survives a closed pipe (`gate compare ... | head -1`): output after the pipe
 closes is dropped, so a command still exits with its verdict's code instead of dying with
@@ -21,21 +26,33 @@ import contextlib
 import io
 import os
 import re
+import unicodedata
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
 
-COMMAND_PREFIXES = ("::", "##[")
+COMMAND_KEY = "::"
+LEGACY_PREFIX = "##["
 ANNOTATION_LEVELS = ("error", "warning", "notice")
 _LINE_BREAK = re.compile(r"(\r\n|\r|\n)")  # the runner splits lines on all three
 QUOTE = "|"
+# Characters a culture-aware comparison may pass over: format (U+200B, U+2060, U+FEFF),
+# control, combining, private-use and unassigned code points.
+_INVISIBLE = {"Cf", "Cc", "Cs", "Co", "Cn", "Mn", "Me"}
 
 
-def _may_become_command(start: str) -> bool:
-    """True while the beginning of a line could still turn into a command prefix."""
-    stripped = start.lstrip(" \t")
-    return any(p.startswith(stripped) for p in COMMAND_PREFIXES)
+def _visible(text: str) -> str:
+    return "".join(c for c in text if c.isspace() or unicodedata.category(c) not in _INVISIBLE)
+
+
+def safe_line(line: str) -> str:
+    """One line (no line break) as the runner will not take it for a command: `##[` broken,
+    a leading `::` (after any whitespace or invisible character) quoted."""
+    seen = _visible(line)
+    if LEGACY_PREFIX in seen:
+        line = seen = seen.replace(LEGACY_PREFIX, "## [")
+    return QUOTE + line if seen.lstrip().startswith(COMMAND_KEY) else line
 
 
 class SafeStream(io.TextIOBase):
@@ -43,7 +60,7 @@ class SafeStream(io.TextIOBase):
         self.raw = raw
         self.pipe_closed = False
         self._at_line_start = True
-        self._pending = ""  # the start of a line that could still become a command
+        self._pending = ""  # the line so far: judged once it ends
 
     # -- the filter ------------------------------------------------------------------------
     def write(self, text: str) -> int:
@@ -52,18 +69,10 @@ class SafeStream(io.TextIOBase):
             if not piece:
                 continue
             if _LINE_BREAK.fullmatch(piece):
-                out += [self._pending, piece]
+                out += [safe_line(self._pending), piece]
                 self._pending, self._at_line_start = "", True
-            elif self._at_line_start:
-                start = self._pending + piece
-                if _may_become_command(start):
-                    self._pending = start
-                    continue
-                stripped = start.lstrip(" \t")
-                out.append(QUOTE + start if stripped.startswith(COMMAND_PREFIXES) else start)
-                self._pending, self._at_line_start = "", False
             else:
-                out.append(piece)
+                self._pending += piece
         self._emit("".join(out))
         return len(text)
 
@@ -77,11 +86,12 @@ class SafeStream(io.TextIOBase):
         self._at_line_start = True
 
     def finish_line(self) -> None:
-        """Write out a held line start (the end of output: it can no longer grow)."""
+        """Write out the held line (the end of output, or before a command of the gate's own:
+        it can no longer grow)."""
         if self._pending:
             pending, self._pending = self._pending, ""
             self._at_line_start = False
-            self._emit(pending)
+            self._emit(safe_line(pending))
 
     # -- the pipe --------------------------------------------------------------------------
     def _emit(self, text: str) -> None:

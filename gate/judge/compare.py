@@ -529,10 +529,10 @@ def headline(v: Verdict) -> str:
     if v.outcome == Outcome.INCONCLUSIVE:
         return f"INCONCLUSIVE: {_describe(bad[0])} is not decided{more}{_improved_clause(better)}"
     if v.reported:
-        first = v.reported[0]
-        beside = (f"{first.label} {first.measured:.4g} measured, {first.reported:.4g} reported "
-                  f"({first.delta_pct:+.1f}%)" if first.measured is not None and
-                  first.delta_pct is not None else f"{first.label} not measured")
+        shown = v.reported[0]
+        beside = (f"{shown.label} {shown.measured:.4g} measured, {shown.reported:.4g} reported "
+                  f"({shown.delta_pct:+.1f}%)" if shown.measured is not None and
+                  shown.delta_pct is not None else f"{shown.label} not measured")
         return (f"PASS: the run is sound ({len(v.checks)} checks); beside the reported "
                 f"baseline, not judged: {beside}")
     if not v.checks:

@@ -38,13 +38,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, field_validator
 from scipy import special
 
 from gate import __version__
 from gate.core.errors import GateError, MeasurementError
 from gate.core.files import load_yaml_mapping, validate
 from gate.core.store import StrictModel, dump_record, record_files, slug, today, write_record
+from gate.judge.noise_guard import newest_first, run_day
 from gate.judge.sequential import Prior, ucb_factor
 from gate.judge.sizing import Cost, Spread
 from gate.runner.fingerprint import Fingerprint
@@ -83,11 +84,17 @@ class CalibrationCost(StrictModel):
 
 
 class NoiseProvenance(StrictModel):
-    date: str = Field(description="ISO date of the calibration")
+    date: str = Field(description="ISO date of the calibration, not after today (noise_guard)")
     gate_version: str = Field(description="gate version that measured it")
     runner: str = Field("", description="fingerprint summary: cores, quota, threads, versions")
     command: str = Field("", description="the command that measured it")
     note: str = ""
+
+    @field_validator("date")
+    @classmethod
+    def _a_real_past_date(cls, value: str) -> str:
+        run_day(value)  # runs pool newest first: a date must be one
+        return value
 
 
 class CalibrationRun(StrictModel):
@@ -249,8 +256,7 @@ class Noise:
     description: str = "no calibration given"
 
     def runs(self) -> list[CalibrationRun]:
-        every = [run for c in self.calibrations for run in c.runs]
-        return sorted(every, key=lambda r: r.provenance.date, reverse=True)
+        return newest_first(run for c in self.calibrations for run in c.runs)
 
     def pooled(self, name: str, design: CalibrationDesign) -> PooledCheck:
         return pool(self.runs(), name, design)
@@ -505,10 +511,12 @@ def cache_noise_dir(cache_dir: Path) -> Path:
     return Path(cache_dir) / "noise"
 
 
-def noise_dirs(given: Sequence[Path] | None, cache_dir: Path) -> list[Path]:
+def noise_dirs(given: Sequence[Path] | None, cache_dir: Path | None) -> list[Path]:
     """The folders calibrations are read from: the given ones (default ./baselines/noise),
-    then always the cache folder's, where a persistent runner's own calibrations are."""
-    return [*(given or [DEFAULT_NOISE_DIR]), cache_noise_dir(cache_dir)]
+    then the cache folder's, where a persistent runner's own calibrations are (None: not
+    read, as in the shipped GPU workflows: GATE_CACHE_CALIBRATIONS=false)."""
+    cache = [] if cache_dir is None else [cache_noise_dir(cache_dir)]
+    return [*(given or [DEFAULT_NOISE_DIR]), *cache]
 
 
 def noise_for(directories: Sequence[str | Path], plan: str, plan_hash: str, fp: Fingerprint
@@ -551,5 +559,6 @@ def store_run(directory: str | Path, key: CalibrationKey, run: CalibrationRun) -
             history = old.history
         else:
             history = [HistoryRun(plan_hash=old.plan_hash, run=r) for r in old.runs] + old.history
+    runs = newest_first(runs)  # by date, so the cut below drops the oldest
     new = NoiseCalibration(**key.model_dump(), runs=runs[:MAX_RUNS], history=history[:MAX_HISTORY])
     return write_record(path, new)

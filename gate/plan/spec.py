@@ -443,9 +443,16 @@ def parse_plan(data: Any, source: str = "<plan>") -> Plan:
     return validate(Plan, data, f"plan {source}")
 
 
-def load_plan(ref: str | Path | None) -> Plan:
-    """Load a plan from a file path, or a built-in plan by name (None: cpu-smoke)."""
+def load_plan(ref: str | Path | None, *, builtin_only: bool = False) -> Plan:
+    """Load a plan from a file path, or a built-in plan by name (None: cpu-smoke).
+    `builtin_only` (GATE_BUILTIN_PLANS_ONLY, set by the GPU workflows): a name only, never a
+    file, because a plan's server section says what the job runs (launch: command)."""
     ref = "cpu-smoke" if ref is None else str(ref)
+    if builtin_only and ref not in BUILTIN_PLANS:
+        raise GateError(
+            f"plan {ref!r} is not a built-in plan's name, and only those are taken here "
+            f"(GATE_BUILTIN_PLANS_ONLY: a plan file can launch any command): "
+            f"{', '.join(BUILTIN_PLANS)}")
     path = builtin_plan_path(ref) if ref in BUILTIN_PLANS else Path(ref)
     if not path.is_file():
         raise GateError(
@@ -469,6 +476,26 @@ def anchor_paths(data: dict[str, Any], folder: Path) -> None:
         value = workload.get(key)
         if isinstance(value, str) and value and not Path(value).is_absolute():
             workload[key] = str((folder / value).resolve())
+
+
+def builtin_server_problem(plan: Plan) -> str | None:
+    """Why `plan` (read back from a results file, e.g. to resume an A/B) would launch its
+    server otherwise than the built-in plan of its name does; None when it launches the same.
+    The backend and the model-runner pin are the changes a command line may make."""
+    name = plan.name.split("+", 1)[0]
+    if name not in BUILTIN_PLANS:
+        return f"plan {plan.name!r} is not a built-in plan"
+    builtin = load_plan(name).server
+    variable = {"structured_outputs_backend", "structured_outputs_config"}
+    ours = plan.server.model_dump(exclude=variable)
+    theirs = builtin.model_dump(exclude=variable)
+    for side in (ours, theirs):
+        side["env"] = {k: v for k, v in side["env"].items() if k != runner_pin.RUNNER_ENV}
+    changed = sorted(k for k in ours if ours[k] != theirs[k])
+    if changed:
+        return (f"plan {plan.name!r} launches its server otherwise than the built-in plan "
+                f"(server.{', server.'.join(changed)})")
+    return None
 
 
 def pin_runner(plan: Plan, runner: str | None) -> Plan:

@@ -5,10 +5,10 @@ Pure: results in, markdown out."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from markupsafe import Markup
-from tabulate import tabulate
 
 from gate.evidence.bisect_record import BisectResult, HunksResult, Measured
 from gate.evidence.bisection import Effect
@@ -71,14 +71,46 @@ def render_bisect(result: BisectResult, limit: int = GITHUB_COMMENT_LIMIT) -> st
     while True:
         text = _render_bisect(result, shown)
         if len(text) <= limit or shown == 0:
-            return text[:limit]
+            return cut_to(text, limit)
         shown -= 1
+
+
+CUT_NOTE = "\n\n(The report was cut here to fit; bisect.json has all of it.)\n"
+
+
+def cut_to(text: str, limit: int) -> str:
+    """`text` within `limit` characters, cut at a line end, a code fence left open by the cut
+    closed: what follows the cut is a note, never the rest of a hunk's fence."""
+    room = limit - len(CUT_NOTE)
+    while len(text) > limit:
+        kept, _ = truncate_lines(text, room)
+        fence = _open_fence(kept)
+        cut = kept + (f"\n{fence}" if fence else "") + CUT_NOTE
+        if len(cut) <= limit:
+            return cut
+        room -= len(cut) - limit
+    return text
+
+
+def _open_fence(text: str) -> str | None:
+    """The backtick fence still open at the end of `text` (CommonMark: a closing fence is at
+    least as long as its opening one), or None."""
+    fence = None
+    for line in text.split("\n"):
+        run = re.match(r" {0,3}(`{3,})", line)
+        if run is None:
+            continue
+        if fence is None:
+            fence = run.group(1)
+        elif len(run.group(1)) >= len(fence) and line.strip() == run.group(1):
+            fence = None
+    return fence
 
 
 def _render_bisect(result: BisectResult, shown: int) -> str:
     subjects = {c.sha: c.subject for c in [result.good, result.bad, *result.candidates,
                                            *result.skipped]}
-    steps = [{**row(s), "number": Markup(str(s.number)), "sha": Markup(s.commit[:12]),
+    steps = [{**row(s), "number": Markup(str(s.number)), "sha": s.commit[:12],
               "subject": s.subject or subjects.get(s.commit) or _subject(result, s.commit),
               "verdict": s.verdict.value, "role": s.role} for s in result.steps]
     hunks = result.hunks.hunks if result.hunks else []
@@ -118,6 +150,7 @@ def _terminal_row(m: Measured) -> list[str]:
 
 def terminal_bisect(result: BisectResult) -> str:
     """The headline, one row per step and the runner time, for the terminal."""
+    from tabulate import tabulate  # here: the poster job renders bisect.md without it
     rows = [[str(s.number), s.commit[:12], s.verdict.value + (" (endpoints)" if
              s.role == "endpoints" else ""), *_terminal_row(s), s.reason[:80]]
             for s in result.steps]
@@ -135,6 +168,7 @@ def terminal_bisect(result: BisectResult) -> str:
 
 
 def terminal_hunks(result: HunksResult) -> str:
+    from tabulate import tabulate  # here: the poster job renders reports without it
     rows = [[str(t.number), ",".join(str(i + 1) for i in t.hunks),
              "yes" if t.reproduces else "no", *_terminal_row(t), t.reason[:80]]
             for t in result.tests]

@@ -29,9 +29,10 @@ ZWJ = "\u200d"  # zero-width joiner: '@\u200dname' renders as '@name' but pings 
 _MENTION = re.compile(r"@(?=[A-Za-z0-9_\[-])")
 _ISSUE_REF = re.compile(r"#(?=\d)")
 _GH_REF = re.compile(r"\b(GH)-(?=\d)", re.IGNORECASE)
-# Markdown punctuation that matters mid-line; `_` only at a word edge (OMP_NUM_THREADS stays
-# readable: GFM never emphasises intraword underscores); '(' is harmless once '[' is escaped.
-_MD_SPECIAL = re.compile(r"([\\`*\[\]|~<>]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
+# Markdown punctuation that matters mid-line (`$`: GitHub renders $...$ as math); `_` only at
+# a word edge (OMP_NUM_THREADS stays readable: GFM never emphasises intraword underscores);
+# '(' is harmless once '[' is escaped.
+_MD_SPECIAL = re.compile(r"([\\`*\[\]|~<>$]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
 _LEADING_BLOCK = re.compile(r"^(\d*)([-+#=.)])")  # list items, headings, '1.' lists
 _BACKTICKS = re.compile(r"`+")
 _URL_SCHEME = re.compile(r"(?<=[A-Za-z]):(?=//)")  # https://, ftp://, any scheme://

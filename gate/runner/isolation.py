@@ -1,19 +1,27 @@
-"""Is this runner fit to run a PR's code? The checks `gate trust check-runner` makes before
-the measuring job checks out the code under test, and the per-job caches it sets up.
+"""Is this runner fit to run a job's code? The checks `gate trust check-runner` (and its
+stdlib-only twin, scripts/check_runner.py, which the GPU jobs run first) make before any code
+under test, and the per-job caches they set up. Standard library only: the check runs as
+`python3 -I -S` from the pinned gate checkout, before anything is installed.
 
 A self-hosted runner that ran an earlier job may carry what that job left: files, processes, a
-patched toolchain, and caches that later jobs execute (a torch.compile / Inductor / Triton
-cache entry is code; the nightly job on the default branch would run it). Nothing inside a job
-can prove the past by itself, so the proof is split (docs/action.md, "Provisioning a GPU
-runner"):
+patched toolchain, configuration that later jobs' git and pip obey, and caches that later jobs
+execute (a torch.compile / Inductor / Triton cache entry is code; the nightly job on the
+default branch would run it). Nothing inside a job can prove the past by itself, so the proof
+is split (docs/action.md, "Provisioning a GPU runner"):
 
 - the provisioning, as root, writes a marker for this boot and this runner registration
   (ephemeral, just-in-time: GitHub gives it one job), in a root-owned folder the runner user
-  cannot write; the job checks the owner, the modes, the boot id and the runner name, and that
-  it is not root itself (root could have written the marker);
+  cannot write, and deletes it when the runner exits; the job checks the owner, the modes, the
+  boot id and the runner name, that it is not root itself (root could have written the
+  marker), and that its runner's log folder shows this job only (a registration reused on the
+  same boot shows more);
+- no process of the job's user runs outside this job's runner process, and nothing the user
+  could have left steers later programs: no git or pip configuration in the home folder, no
+  file in a folder on PATH that the user may write, no variable that preloads code;
 - the model cache is mounted read-only: no entry in it may be writable by the job's user;
-- the compile caches of vLLM, torch and Triton point at a folder of this job (created here,
-  refused if it already exists), and none is left in their default places from before;
+- the compile caches of vLLM, torch and Triton, and the gate's own cache (calibrations, the
+  tiny model), point at a folder of this job (created here, refused if it already exists),
+  and none is left in their default places from before;
 - the cloud's instance metadata service does not answer (it hands out the VM's credentials).
 
 Every check fails closed: a problem found, or a fact that cannot be read, refuses the run.
@@ -24,19 +32,19 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import re
 import socket
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gate.core.errors import EXIT_FAIL, GateError
 
 DEFAULT_MARKER = Path("/etc/perf-gate/fresh-runner.json")
 BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+PROC = Path("/proc")
+WORKER = "Runner.Worker"  # the runner's process for one job; the job's steps are its children
 DEFAULT_METADATA = ("169.254.169.254:80",)  # AWS, GCP, Azure, OCI: the same link-local address
 WRITE_BITS_OTHERS = stat.S_IWGRP | stat.S_IWOTH
 MAX_CACHE_ENTRIES = 200_000  # a model cache larger than this is refused unless mounted read-only
@@ -50,7 +58,12 @@ COMPILE_CACHE_VARS = {
     "TORCH_EXTENSIONS_DIR": "torch-extensions",
     "XDG_CACHE_HOME": "xdg-cache",
     "HF_HOME": "hf-home",
+    "GATE_CACHE_DIR": "gate",  # calibrations and the tiny model: the job's own, never shared
 }
+# Variables that make a later program load code or configuration of someone's choosing.
+STEERING_VARS = ("LD_PRELOAD", "LD_AUDIT", "BASH_ENV", "ENV", "PYTHONPATH", "PYTHONHOME",
+                 "PYTHONSTARTUP", "PYTHONUSERBASE", "PIP_CONFIG_FILE", "GIT_CONFIG_GLOBAL",
+                 "GIT_CONFIG_SYSTEM", "GIT_CONFIG_PARAMETERS", "GIT_EXEC_PATH")
 OFFLINE_VARS = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
 
@@ -73,15 +86,25 @@ class JobUser:
         return bool(st.st_gid in self.gids and st.st_mode & stat.S_IWGRP)
 
 
-class RunnerMarker(BaseModel):
+@dataclass(frozen=True)
+class RunnerMarker:
     """The file the provisioning writes (as root) once per VM: which boot and which runner
-    registration it was provisioned for."""
+    registration it was provisioned for (other keys are ignored)."""
 
-    model_config = ConfigDict(extra="ignore")
+    boot_id: str  # /proc/sys/kernel/random/boot_id at provisioning
+    runner_name: str  # the ephemeral registration's runner name
+    ephemeral: bool  # registered for one job (--ephemeral or JIT): must be true
 
-    boot_id: str = Field(min_length=1, description="/proc/sys/kernel/random/boot_id at provisioning")
-    runner_name: str = Field(min_length=1, description="the ephemeral registration's runner name")
-    ephemeral: Literal[True] = Field(description="registered for one job (--ephemeral or JIT)")
+    @classmethod
+    def parse(cls, text: str) -> RunnerMarker:
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise ValueError("not an object")
+        boot, name, ephemeral = data.get("boot_id"), data.get("runner_name"), data.get("ephemeral")
+        if not (isinstance(boot, str) and boot and isinstance(name, str) and name
+                and ephemeral is True):
+            raise ValueError("boot_id, runner_name (strings) and ephemeral: true are needed")
+        return cls(boot, name, ephemeral)
 
 
 @dataclass
@@ -128,9 +151,9 @@ def _owner_problems(path: Path, st: os.stat_result, owner: int, what: str,
 
 def _content_problems(check: MarkerCheck) -> list[str]:
     try:
-        marker = RunnerMarker.model_validate(json.loads(check.path.read_text()))
-    except (OSError, ValueError, ValidationError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) else "not a runner marker"
+        marker = RunnerMarker.parse(check.path.read_text())
+    except (OSError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else f"not a runner marker ({exc})"
         return [f"the runner marker {check.path} cannot be used: {reason} (docs/action.md, "
                 "'Provisioning a GPU runner')"]
     problems = []
@@ -145,26 +168,64 @@ def _content_problems(check: MarkerCheck) -> list[str]:
     return problems
 
 
-def model_cache_problems(path: Path, user: JobUser) -> list[str]:
-    """The model cache must be read-only for the job: a read-only mount, or no entry that the
-    job's user owns or may write."""
+def model_cache_problems(path: Path, user: JobUser,
+                         mountinfo: Path = Path("/proc/self/mountinfo")) -> list[str]:
+    """The model cache must be read-only for the job: a read-only mount with no writable
+    mount inside it, or no entry that the job's user owns or may write; and no symbolic
+    link in it may lead to a file the job may write (a link resolves to its target)."""
     try:
         if not path.is_dir():
             return [f"the model cache {path} is not a folder"]
-        if os.statvfs(path).f_flag & os.ST_RDONLY:
-            return []
+        read_only = bool(os.statvfs(path).f_flag & os.ST_RDONLY)
     except OSError as exc:
         return [f"cannot read the model cache {path}: {exc.strerror}"]
+    root = path.resolve()
+    problems = [f"a writable mount {m} is inside the model cache {path}: mount it read-only too"
+                for m in _writable_mounts_under(root, mountinfo)]
     for count, entry in enumerate(_walk(path)):
         if count >= MAX_CACHE_ENTRIES:
-            return [f"the model cache {path} holds over {MAX_CACHE_ENTRIES} entries: mount it "
-                    "read-only"]
-        st = entry.lstat()
-        if not stat.S_ISLNK(st.st_mode) and user.may_write(st):
-            return [f"the model cache is writable by this job ({entry}, owner uid {st.st_uid}, "
-                    f"mode {stat.S_IMODE(st.st_mode):o}): mount it read-only, so that no job "
-                    "can change a model a later job loads"]
-    return []
+            return problems if read_only else [
+                *problems, f"the model cache {path} holds over {MAX_CACHE_ENTRIES} entries: "
+                "mount it read-only"]
+        problem = _entry_problem(entry, root, user, checked_mode=not read_only)
+        if problem:
+            return [*problems, problem]
+    return problems
+
+
+def _entry_problem(entry: Path, root: Path, user: JobUser, *, checked_mode: bool) -> str | None:
+    st = entry.lstat()
+    if stat.S_ISLNK(st.st_mode):
+        try:
+            target = entry.resolve(strict=True)
+        except (OSError, RuntimeError):
+            return None  # a dangling or looping link loads nothing
+        if target.is_relative_to(root):
+            return None  # walked on its own
+        return (f"{entry} in the model cache links to {target}, outside it: every model file "
+                "must live in the read-only cache")
+    if checked_mode and user.may_write(st):
+        return (f"the model cache is writable by this job ({entry}, owner uid {st.st_uid}, "
+                f"mode {stat.S_IMODE(st.st_mode):o}): mount it read-only, so that no job "
+                "can change a model a later job loads")
+    return None
+
+
+def _writable_mounts_under(root: Path, mountinfo: Path) -> list[str]:
+    """Mount points strictly inside `root` mounted read-write (/proc/self/mountinfo)."""
+    try:
+        lines = mountinfo.read_text().splitlines()
+    except OSError:
+        return []
+    found = []
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 6:
+            continue
+        point = Path(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4]))
+        if point != root and point.is_relative_to(root) and "rw" in fields[5].split(","):
+            found.append(str(point))
+    return found
 
 
 def _walk(root: Path) -> Iterable[Path]:
@@ -189,11 +250,13 @@ def metadata_problems(endpoints: Iterable[str], timeout_s: float = 1.0) -> list[
 
 
 def default_cache_dirs(user: JobUser, tmp: Path = Path("/tmp")) -> list[Path]:
-    """Where vLLM, torch and Triton keep compiled code when nothing points them elsewhere."""
+    """Where vLLM, torch and Triton keep compiled code, the gate its calibrations and models,
+    and pip and uv the packages they install, when nothing points them elsewhere."""
     name = _user_name(user.uid)
-    return [user.home / ".cache" / "vllm", user.home / ".triton", user.home / ".nv" / "ComputeCache",
-            user.home / ".cache" / "torch_extensions", user.home / ".cache" / "flashinfer",
-            tmp / f"torchinductor_{name}"]
+    cache = user.home / ".cache"
+    return [cache / "vllm", user.home / ".triton", user.home / ".nv" / "ComputeCache",
+            cache / "torch_extensions", cache / "flashinfer", tmp / f"torchinductor_{name}",
+            cache / "gate", cache / "pip", cache / "uv"]
 
 
 def _user_name(uid: int) -> str:
@@ -205,8 +268,136 @@ def _user_name(uid: int) -> str:
 
 def stale_cache_problems(dirs: Iterable[Path]) -> list[str]:
     """A compile cache already there is a channel from an earlier job: refuse it."""
-    return [f"a compile cache from before this job is at {d}: the runner is not fresh"
+    return [f"a cache from before this job is at {d}: the runner is not fresh"
             for d in dirs if d.is_dir() and any(not p.is_dir() for p in d.rglob("*"))]
+
+
+# ---------------------------------------------------------------- what a job can leave behind
+
+
+@dataclass(frozen=True)
+class Process:
+    pid: int
+    ppid: int
+    uid: int
+    name: str
+    exe: str | None = None  # /proc/PID/exe, when it can be read (our own user's processes)
+
+
+def process_table(proc: Path = PROC) -> dict[int, Process]:
+    """Every process /proc shows: pid, parent, real uid, name, executable."""
+    table = {}
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat_line = (entry / "stat").read_text()
+            uid_line = next(ln for ln in (entry / "status").read_text().splitlines()
+                            if ln.startswith("Uid:"))
+        except (OSError, StopIteration):
+            continue  # it ended while we looked
+        name = stat_line[stat_line.index("(") + 1:stat_line.rindex(")")]
+        ppid = int(stat_line[stat_line.rindex(")") + 2:].split()[1])
+        try:
+            exe = os.readlink(entry / "exe")
+        except OSError:
+            exe = None
+        table[int(entry.name)] = Process(int(entry.name), ppid, int(uid_line.split()[1]), name, exe)
+    return table
+
+
+def ancestors(table: Mapping[int, Process], pid: int) -> list[Process]:
+    """`pid` and its parents, nearest first."""
+    chain, seen = [], set()
+    while pid in table and pid not in seen:
+        seen.add(pid)
+        chain.append(table[pid])
+        pid = table[pid].ppid
+    return chain
+
+
+def job_worker(table: Mapping[int, Process], me: int) -> Process | None:
+    """The runner's process for this job: the nearest Runner.Worker above `me`."""
+    return next((p for p in ancestors(table, me) if p.name == WORKER), None)
+
+
+def leftover_problems(table: Mapping[int, Process], me: int, uid: int) -> list[str]:
+    """Processes of the job's user that are not this job's: neither above `me` (the runner)
+    nor below this job's Runner.Worker. A process an earlier job left (a daemon) is one."""
+    worker = job_worker(table, me)
+    if worker is None:
+        return [f"no {WORKER} process above this one: not run as a job of a runner, so "
+                "processes left from before cannot be told from this job's own"]
+    children: dict[int, list[int]] = {}
+    for p in table.values():
+        children.setdefault(p.ppid, []).append(p.pid)
+    below, todo = set(), [worker.pid]
+    while todo:
+        pid = todo.pop()
+        below.add(pid)
+        todo += [c for c in children.get(pid, []) if c not in below]
+    mine = below | {p.pid for p in ancestors(table, me)}
+    return [f"process {p.pid} ({ascii(p.name)}) of the job's user runs outside this job's runner "
+            "process: left by an earlier job, or started beside it; the runner is not fresh"
+            for p in sorted(table.values(), key=lambda p: p.pid)
+            if p.uid == uid and p.pid not in mine]
+
+
+def runner_log_problems(worker: Process | None) -> list[str]:
+    """The runner writes one _diag/Worker_*.log per job: on a runner provisioned for this job
+    there is exactly one. More is a registration or folder that ran jobs before."""
+    if worker is None or not worker.exe:
+        return ["cannot find the runner's folder (its Runner.Worker executable): cannot tell "
+                "how many jobs it ran"]
+    diag = Path(worker.exe).parent.parent / "_diag"
+    try:
+        logs = sorted(p.name for p in diag.iterdir() if p.name.startswith("Worker_"))
+    except OSError as exc:
+        return [f"cannot read the runner's log folder {diag}: {exc.strerror}"]
+    if len(logs) != 1:
+        return [f"the runner's log folder {diag} holds {len(logs)} job logs (Worker_*.log), "
+                "not this job's alone: the runner ran other jobs before"]
+    return []
+
+
+def config_problems(user: JobUser, environ: Mapping[str, str]) -> list[str]:
+    """Configuration a later job's git or pip (or any program) would obey, in the user's
+    home or in the environment the runner gives every job."""
+    config = Path(environ.get("XDG_CONFIG_HOME") or user.home / ".config")
+    files = [user.home / ".gitconfig", config / "git", user.home / ".config" / "git",
+             config / "pip", user.home / ".config" / "pip", user.home / ".pip",
+             user.home / ".pydistutils.cfg", user.home / ".netrc"]
+    problems = [f"{path} exists: git or pip of every later job would obey it; the runner is "
+                "not fresh" for path in dict.fromkeys(files) if path.exists() or path.is_symlink()]
+    for system in (Path("/etc/gitconfig"), Path("/etc/pip.conf"), Path("/etc/xdg/pip")):
+        try:
+            if user.may_write(system.lstat()):
+                problems.append(f"{system} is writable by the job's user")
+        except OSError:
+            continue  # absent: nothing to obey
+    problems += [f"{name} is set in the job's environment: it steers the programs the job "
+                 "runs (the runner's .env file, or an earlier job's)"
+                 for name in sorted(environ) if name in STEERING_VARS or name.startswith("PIP_")]
+    return problems
+
+
+def path_problems(user: JobUser, path_value: str) -> list[str]:
+    """A folder on PATH that the job's user may write and that holds a file could shadow any
+    program a later step runs (`~/.local/bin/python3`)."""
+    problems = []
+    for entry in dict.fromkeys(p for p in path_value.split(os.pathsep) if p):
+        folder = Path(entry)
+        try:
+            st = folder.stat()
+            if not stat.S_ISDIR(st.st_mode):
+                continue
+            inside_home = folder.resolve().is_relative_to(user.home.resolve())
+            if (user.may_write(st) or inside_home) and any(folder.iterdir()):
+                problems.append(f"{folder} is on PATH, writable by the job's user, and holds "
+                                "files: they could stand in for any program a step runs")
+        except OSError:
+            continue  # a folder that is not there shadows nothing
+    return problems
 
 
 @dataclass
@@ -222,8 +413,9 @@ def prepare_job_caches(root: Path, model_cache: Path) -> JobCaches:
     try:
         root.mkdir(parents=True, exist_ok=False, mode=0o700)
     except FileExistsError:
-        raise GateError(f"the job's cache folder {root} exists already: this RUNNER_TEMP was "
-                        "used before (a reused runner); refusing to run", exit_code=EXIT_FAIL) from None
+        raise GateError(f"the job's cache folder {root} exists already (the check ran before "
+                        "in this job, or something else made it); refusing to share it",
+                        exit_code=EXIT_FAIL) from None
     env = {}
     for var, sub in COMPILE_CACHE_VARS.items():
         (root / sub).mkdir(mode=0o700)

@@ -17,6 +17,7 @@ import os
 import re
 import subprocess
 import sys
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,10 +35,15 @@ EXPR = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
 
 
 def runner_commands(text: str) -> list[str]:
-    """Lines a runner would execute as workflow commands: it splits on \\r, \\n and \\r\\n and
-    trims leading whitespace before looking for `::` (or the legacy `##[`)."""
+    """Lines a runner would execute as workflow commands (actions/runner, ActionCommand.cs):
+    it splits on \\r, \\n and \\r\\n; TryParseV2 trims leading whitespace with .NET's
+    TrimStart() (every Unicode space) and looks for `::`; the legacy TryParse finds `##[`
+    anywhere in the line (IndexOf). Both compare culture-aware, which passes over format
+    characters (U+200B, U+2060, U+FEFF): they are left out before looking."""
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    return [ln for ln in lines if ln.lstrip().startswith(("::", "##["))]
+    seen = ["".join(c for c in ln if unicodedata.category(c) != "Cf") for ln in lines]
+    return [ln for ln, s in zip(lines, seen, strict=True)
+            if s.lstrip().startswith("::") or "##[" in s]
 
 
 @dataclass

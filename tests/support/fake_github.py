@@ -35,7 +35,16 @@ Commits (`gate trust check-on-default-branch`): GET /repos/{o}/{r} names `defaul
 GET /repos/{o}/{r}/compare/{base}...{head} answers GitHub's `status` from `branches` (a name ->
 its commits, oldest first): identical (head is the branch's tip), behind (an older commit of
 it), diverged (a commit in `elsewhere`, e.g. a fork's, which GitHub's compare also finds), or
-404 for a commit it does not know.
+404 for a commit it does not know. Other repositories (the gate's, whose pinned commit the
+workflows check) answer the same two endpoints from `others[owner/name]`, a
+{"default_branch": ..., "branches": ...} dict; any other repository is 404.
+
+Collaborators (`gate trust check-writer`, `check-review`): GET
+/repos/{o}/{r}/collaborators/{username}/permission answers `permission` and `role_name` from
+`permissions` (a login -> its role: admin, maintain, write, triage, read), matched without
+case like GitHub; `permission` is GitHub's legacy base role (maintain is reported as write,
+triage as read). Any other login answers read (what GitHub says of a user of a public
+repository who is no collaborator), a login in `ghosts` 404 (no such user).
 
 Actions runs and artifacts (`gate artifact fetch`): `add_run(workflow, sha, artifacts)` keeps a
 completed run; GET /repos/{o}/{r}/actions/workflows/{file}/runs?head_sha= lists that workflow's
@@ -128,6 +137,9 @@ class FakeGitHub:
         self.branches: dict[str, list[str]] = {}  # branch -> its commits, oldest first
         self.elsewhere: set[str] = set()  # commits of other branches or forks
         self.reviews: dict[int, list[dict[str, Any]]] = {}  # PR number -> reviews, oldest first
+        self.permissions: dict[str, str] = {}  # login -> role (admin, maintain, write, ...)
+        self.others: dict[str, dict[str, Any]] = {}  # owner/name -> default_branch, branches
+        self.ghosts: set[str] = set()  # logins GitHub does not know
         self.requests: list[Recorded] = []
         self.failures: list[Failure] = []
         self.break_creates: list[str] = []
@@ -322,6 +334,8 @@ class FakeGitHub:
             if token in self.user_tokens:
                 return 200, {}, {"login": self.login_of(token)}
             return 403, {}, {"message": INTEGRATION_403}
+        if len(parts) >= 3 and parts[0] == "repos" and "/".join(parts[1:3]) in self.others:
+            return self._other_repository(method, "/".join(parts[1:3]), parts[3:])
         if len(parts) < 3 or parts[0] != "repos" or "/".join(parts[1:3]) != self.repository:
             return 404, {}, {"message": "Not Found"}
         rest = parts[3:]
@@ -397,6 +411,9 @@ class FakeGitHub:
         """GET environments/{name}; GET issues/{n}/labels; DELETE issues/{n}/labels/{name}.
         None for any other path."""
         rest = [unquote(part) for part in rest]
+        if len(rest) == 3 and rest[0] == "collaborators" and rest[2] == "permission" \
+                and method == "GET":
+            return self._permission(rest[1])
         if len(rest) == 2 and rest[0] == "environments" and method == "GET":
             env = self.environments.get(rest[1])
             return (200, {}, env) if env else (404, {}, {"message": "Not Found"})
@@ -414,9 +431,29 @@ class FakeGitHub:
             return 200, {}, [{"name": name} for name in labels]
         return None
 
-    def _compare(self, basehead: str):
+    def _permission(self, login: str):
+        if login.casefold() in {g.casefold() for g in self.ghosts}:
+            return 404, {}, {"message": "Not Found"}
+        roles = {k.casefold(): v for k, v in self.permissions.items()}
+        role = roles.get(login.casefold(), "read")
+        legacy = {"maintain": "write", "triage": "read"}.get(role, role)
+        return 200, {}, {"permission": legacy, "role_name": role,
+                         "user": {"login": login, "type": "User"}}
+
+    def _other_repository(self, method: str, name: str, rest: list[str]):
+        repo = self.others[name]
+        if rest == [] and method == "GET":
+            return 200, {}, {"full_name": name, "default_branch": repo["default_branch"]}
+        if len(rest) == 2 and rest[0] == "compare" and method == "GET":
+            return self._compare(unquote(rest[1]), repo.get("branches", {}), set())
+        return 404, {}, {"message": "Not Found"}
+
+    def _compare(self, basehead: str, branches: dict[str, list[str]] | None = None,
+                 elsewhere: set[str] | None = None):
+        branches = self.branches if branches is None else branches
+        elsewhere = self.elsewhere if elsewhere is None else elsewhere
         base, sep, head = basehead.partition("...")
-        history = self.branches.get(base)
+        history = branches.get(base)
         if not sep or history is None:
             return 404, {}, {"message": "Not Found"}
         if head in history:
@@ -424,7 +461,7 @@ class FakeGitHub:
             status = "identical" if behind == 0 else "behind"
             return 200, {}, {"status": status, "ahead_by": 0, "behind_by": behind,
                              "commits": [], "files": []}
-        if head in self.elsewhere:
+        if head in elsewhere:
             return 200, {}, {"status": "diverged", "ahead_by": 1, "behind_by": 1,
                              "commits": [{"sha": head}], "files": []}
         return 404, {}, {"message": f"No commit found for SHA: {head}"}

@@ -57,11 +57,13 @@ def run_step(
     output = tmp_path / f"output-{job}-{len(list(tmp_path.glob('output-*')))}"
     output.write_text("")
     context = {
-        "github": {"token": TOKEN, "event": event, "sha": SHA_A, "run_id": "77"},
+        "github": {"token": TOKEN, "event": event, "sha": SHA_A, "run_id": "77",
+                   "run_attempt": "1"},
         "needs": {k: {"outputs": v} for k, v in (needs_outputs or {}).items()},
         "steps": {k: {"outputs": v} for k, v in (steps_outputs or {}).items()},
         "inputs": inputs or {},
         "env": doc.get("env", {}),
+        "runner": {"temp": str(tmp_path)},
     }
     env = {
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
@@ -108,6 +110,7 @@ def pr_event(
     number: int = 7,
     author: dict | None = None,
     sender: dict | None = None,
+    head_ref: str = "patch-1",
 ) -> dict:
     """A pull_request_target payload, trimmed to the fields GitHub documents. The sender is
     who acted: the author for a push, a maintainer for a label."""
@@ -120,7 +123,7 @@ def pr_event(
         "pull_request": {
             "number": number,
             "user": author,
-            "head": {"sha": head_sha, "ref": "patch-1", "repo": head_repo},
+            "head": {"sha": head_sha, "ref": head_ref, "repo": head_repo},
             "base": {"sha": BASE_SHA, "ref": "main", "repo": {"full_name": REPO}},
             "labels": [{"name": name} for name in labels],
         },

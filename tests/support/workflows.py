@@ -24,10 +24,21 @@ def triggers(doc: dict) -> dict:
     return {on: None} if isinstance(on, str) else dict(on)
 
 
+def runner_labels(job: dict) -> list[str]:
+    """The labels of `runs-on`: a label, a list, or a {group, labels} mapping."""
+    runs_on = job.get("runs-on", [])
+    if isinstance(runs_on, dict):
+        runs_on = runs_on.get("labels", [])
+    return [runs_on] if isinstance(runs_on, str) else list(runs_on)
+
+
+def runner_group(job: dict) -> str | None:
+    runs_on = job.get("runs-on")
+    return runs_on.get("group") if isinstance(runs_on, dict) else None
+
+
 def runs_on_self_hosted(job: dict) -> bool:
-    labels = job.get("runs-on", [])
-    labels = [labels] if isinstance(labels, str) else labels
-    return "self-hosted" in labels
+    return "self-hosted" in runner_labels(job)
 
 
 def self_hosted_jobs(doc: dict) -> dict[str, dict]:

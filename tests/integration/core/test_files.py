@@ -142,3 +142,14 @@ def test_a_yaml_model_error_names_the_file_and_the_key(tmp_path):
     expected = rf"invalid plan {re.escape(str(path))}:\n  server.port: Field required"
     with pytest.raises(GateError, match=expected):
         load_yaml_model(Spec, path, "plan")
+
+
+def test_a_key_the_files_author_chose_is_shown_quoted_on_one_line():
+    """Security review L1: a key path is printed in the error, and a key can hold a line
+    break and `::`: shown through ascii(), it stays on its line and names no command."""
+    key = "x\n\u3000::add-mask::secret ##[error]y"
+    with pytest.raises(GateError) as err:
+        validate(Server, {key: 1, "port": 1}, "comment file")
+    message = str(err.value)
+    assert message.count("\n") == 1  # the heading and one problem line
+    assert "'x\\n\\u3000::add-mask::secret ##[error]y': unknown key" in message

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from support.bisect_repo import (
     BACKEND,
+    PACKAGE,
     UTILS,
     FakeAB,
     install_package,
@@ -29,6 +30,7 @@ from gate.flows.bisect_ab import ABSettings
 from gate.flows.bisect_state import STATE_FILE
 from gate.judge.verdict import Outcome
 from gate.plan.spec import apply_overrides, load_plan
+from gate.runner.commit_build import InstalledBuild
 
 
 def settings(tmp_path: Path, **changes) -> ABSettings:
@@ -241,3 +243,62 @@ def test_a_screened_step_counts_the_rounds_its_block_measured(tmp_path):
     assert run.verdict is None and run.screened.startswith("screened one block")
     assert run.rounds == 2
     assert load_verdict(tmp_path / "verdict.json").outcome == Outcome.UNDECIDED
+
+
+# -- a resumed state is data someone else may have written (security review H1) -----------
+def cancelled_once(tmp_path: Path):
+    repo, shas, installed, python = setup(tmp_path, eight_commits(6))
+    opts = BisectOptions(repo=repo, good=shas[0], bad=shas[-1], out=tmp_path / "out",
+                         python=python)
+    with pytest.raises(KeyboardInterrupt):
+        bisect(opts, settings(tmp_path), FakeAB(installed, stop_after=2))
+    path = opts.out / STATE_FILE
+    return opts, shas, installed, path, BisectState.model_validate_json(path.read_text())
+
+
+def test_a_build_a_forged_state_lists_is_never_imported(tmp_path):
+    """The review's second sink: bisect-state.json (from the artifact) names an "installed
+    build" whose package is the attacker's; an overlay over it would import its
+    vllm/__init__.py. A resumed bisect installs its builds again instead."""
+    opts, shas, installed, path, state = cancelled_once(tmp_path)
+    mark = tmp_path / "pwned"
+    evil_root = tmp_path / "artifact"
+    evil = install_package(evil_root, {**PACKAGE,
+                                       "vllm/__init__.py": f"open({str(mark)!r}, 'w')\n"})
+    evil_python = stand_in_python(evil_root, evil)
+    state.builds += [InstalledBuild(commit=sha, python=evil_python, package_dir=str(evil))
+                     for sha in shas[1:]]
+    path.write_text(state.model_dump_json())
+    result = bisect(opts, settings(tmp_path), FakeAB(installed))
+    assert result.first_bad.sha == shas[6]
+    assert not mark.exists()
+    saved = BisectState.model_validate_json(path.read_text())
+    assert all(b.package_dir != str(evil) for b in saved.builds)
+
+
+@pytest.mark.parametrize("forge", ["a-step-outside-the-range", "a-commit-list-git-lacks",
+                                   "steps-out-of-order"])
+def test_a_state_git_does_not_back_is_refused(tmp_path, forge):
+    """Forged steps or commits would make the bisect blame any commit in its report."""
+    opts, shas, installed, path, state = cancelled_once(tmp_path)
+    if forge == "a-step-outside-the-range":
+        state.steps[-1].commit = "e" * 40
+    elif forge == "a-commit-list-git-lacks":
+        state.commits = state.commits[:-2]
+    else:
+        state.steps[0].role = "step"
+    path.write_text(state.model_dump_json())
+    before = path.read_text()
+    with pytest.raises(GateError, match="git does not back is not resumed"):
+        bisect(opts, settings(tmp_path), FakeAB(installed))
+    assert path.read_text() == before
+
+
+def test_subjects_of_a_resumed_state_come_from_git(tmp_path):
+    opts, shas, installed, path, state = cancelled_once(tmp_path)
+    state.commits[0].subject = "@mallory fixed everything"
+    state.steps[0].subject = "@mallory"
+    path.write_text(state.model_dump_json())
+    result = bisect(opts, settings(tmp_path), FakeAB(installed))
+    assert "@mallory" not in (opts.out / "bisect.md").read_text()
+    assert result.steps[0].subject == "commit 8"

@@ -14,9 +14,11 @@ from gate.github.client import Clock, GitHubClient, GitHubForbidden, RetryPolicy
 from gate.github.trust import (
     TrustError,
     UnknownTrust,
+    check_caller,
     check_commit_sha,
     check_environment,
     check_head,
+    check_writer,
     client_for,
     revoke_label,
 )
@@ -43,14 +45,22 @@ def test_the_two_failures_have_their_exit_codes():
 # -- the fork environment --------------------------------------------------------------------
 def test_an_environment_with_reviewers_is_described(fake, client):
     fake.environments["perf-gate-fork"] = {
-        "name": "perf-gate-fork", "can_admins_bypass": True,
+        "name": "perf-gate-fork", "can_admins_bypass": False,
         "protection_rules": [{"type": "wait_timer", "wait_timer": 5},
                              reviewers_rule("alice", "bob", prevent_self_review=False),
                              reviewers_rule("carol")],
     }
     review = check_environment(client, "perf-gate-fork")
     assert (review.name, review.reviewers) == ("perf-gate-fork", 3)  # over every rule
-    assert review.prevent_self_review and review.can_admins_bypass
+    assert review.prevent_self_review and not review.can_admins_bypass
+
+
+def test_an_environment_administrators_may_bypass_is_refused(fake, client):
+    """Security review L3: with the bypass one administrator sends a commit alone."""
+    fake.environments["perf-gate-fork"] = {"name": "perf-gate-fork", "can_admins_bypass": True,
+                                           "protection_rules": [reviewers_rule("alice")]}
+    with pytest.raises(TrustError, match="lets administrators bypass its reviewers"):
+        check_environment(client, "perf-gate-fork")
 
 
 @pytest.mark.parametrize("rules", [[], [{"type": "wait_timer", "wait_timer": 5}],
@@ -159,3 +169,74 @@ def test_the_checks_need_a_token_and_a_repository(fake):
         client_for(Settings.from_env({"GITHUB_REPOSITORY": "octo/vllm"}))
     client = client_for(Settings.from_env(fake.job_env()))
     assert client.repository == fake.repository and client.api_url == fake.url
+
+
+# -- who may write (the no-approval path, the labeller) -------------------------------------
+@pytest.mark.parametrize(("role", "permission"), [("admin", "admin"), ("maintain", "write"),
+                                                   ("write", "write")])
+def test_a_collaborator_who_may_push_passes(fake, client, role, permission):
+    fake.permissions["Alice"] = role
+    assert check_writer(client, "alice") == permission  # logins match without case
+    (asked,) = fake.requests_to("GET", "/permission")
+    assert asked.path == f"/repos/{fake.repository}/collaborators/alice/permission"
+
+
+@pytest.mark.parametrize("role", ["triage", "read", None], ids=["triage", "read", "outsider"])
+def test_someone_who_may_not_push_is_refused(fake, client, role):
+    """Security review M1: anyone can open a PR from an existing branch of a public
+    repository; they are a reader (or nobody) to GitHub."""
+    if role:
+        fake.permissions["mallory"] = role
+    with pytest.raises(TrustError, match="@mallory has 'read' permission.* not write"):
+        check_writer(client, "mallory")
+
+
+@pytest.mark.parametrize("login", ["dependabot[bot]", "", "a b", "-x", "x" * 40])
+def test_a_name_that_is_no_persons_login_asks_nothing(fake, client, login):
+    with pytest.raises(TrustError, match="is not a person's GitHub login"):
+        check_writer(client, login)
+    assert fake.requests == []
+
+
+def test_an_unknown_user_or_an_unreadable_answer_fails_closed(fake, client):
+    fake.ghosts.add("ghost")
+    with pytest.raises(TrustError, match="not a user GitHub knows"):
+        check_writer(client, "ghost")
+    fake.fail_next(403, message="Resource not accessible by integration")
+    with pytest.raises(UnknownTrust, match="Failing closed"):
+        check_writer(client, "alice")
+    fake.fail_next(200)
+    fake.failures[0].body = {"role": "weird"}
+    with pytest.raises(UnknownTrust, match="is not one. Failing closed"):
+        check_writer(client, "alice")
+
+
+# -- who started the run (gate-bisect.yml, gate-rerun.yml) ----------------------------------
+REPO = "octo/vllm"
+OWN = f"{REPO}/.github/workflows/gate-bisect.yml@refs/heads/main"
+
+
+def caller(**changes) -> str:
+    given = dict(event_name="workflow_dispatch", ref="refs/heads/main", workflow_ref=OWN,
+                 repository=REPO, branch="main", workflows=["gate-bisect.yml"])
+    return check_caller(**{**given, **changes})
+
+
+def test_the_workflows_own_dispatch_on_the_default_branch_passes():
+    assert caller() == OWN
+
+
+@pytest.mark.parametrize(("changes", "said"), [
+    ({"workflow_ref": "mallory/vllm/.github/workflows/x.yml@refs/pull/7/merge"},
+     "a workflow that calls this one"),  # security review H1: a fork's workflow calling it
+    ({"workflow_ref": f"{REPO}/.github/workflows/x.yml@refs/heads/main"}, "calls this one"),
+    ({"event_name": "pull_request"}, "not on pull_request"),
+    ({"event_name": None}, "not on an unknown event"),
+    ({"ref": "refs/heads/feature",
+      "workflow_ref": f"{REPO}/.github/workflows/gate-bisect.yml@refs/heads/feature"},
+     "not refs/heads/main"),
+    ({"workflow_ref": None}, "the run's workflow is unknown"),
+])
+def test_any_other_caller_event_or_branch_is_refused(changes, said):
+    with pytest.raises(TrustError, match=said):
+        caller(**changes)

@@ -1,5 +1,6 @@
 """`gate trust check-on-default-branch`: the refs gate-bisect.yml measures must be commits
-of the default branch, asked of GitHub's compare API (the local fake of support.fake_github)
+of the default branch, and the gate commit every workflow pins (GATE_REF) a commit of the
+gate's default branch, asked of GitHub's compare API (the local fake of support.fake_github)
 by the real command line."""
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def check(fake: FakeGitHub, *shas: str) -> subprocess.CompletedProcess:
 def test_commits_of_the_default_branch_pass(fake):
     proc = check(fake, MAIN[0], MAIN[2])
     assert proc.returncode == 0, proc.stderr
-    assert f"{MAIN[0]} is a commit of the default branch trunk" in proc.stdout
+    assert f"{MAIN[0]} is a commit of {REPO}'s default branch trunk" in proc.stdout
     compares = [r.path for r in fake.requests_to("GET", "/compare/")]
     assert compares == [f"/repos/{REPO}/compare/trunk...{MAIN[0]}",
                         f"/repos/{REPO}/compare/trunk...{MAIN[2]}"]
@@ -70,3 +71,26 @@ def test_a_ref_that_is_not_a_full_sha_is_bad_input_and_asks_nothing(fake, sha):
     proc = check(fake, sha)
     assert proc.returncode == 2 and "not a full 40-character" in proc.stderr
     assert fake.requests == []
+
+
+GATE = "octo/structured-output-gate"
+
+
+def test_the_pinned_gate_commit_must_be_on_the_gates_default_branch(fake):
+    """Security review L7: a 40-hex GATE_REF can name a commit that exists only in a fork of
+    the gate (an "impostor commit", fetchable through the parent): the format check passes
+    it, the compare against the gate's default branch does not."""
+    fake.others[GATE] = {"default_branch": "main", "branches": {"main": MAIN}}
+    env = {"GITHUB_API_URL": fake.url, "GITHUB_REPOSITORY": REPO, "GITHUB_TOKEN": TOKEN}
+    ok = gate_subprocess("trust", "check-on-default-branch", "--repo", GATE, "--sha", MAIN[1],
+                         env=env, timeout=60)
+    assert ok.returncode == 0, ok.stderr
+    assert f"is a commit of {GATE}'s default branch main" in ok.stdout
+    assert fake.requests_to("GET", f"/repos/{GATE}/compare/main...{MAIN[1]}")
+    impostor = gate_subprocess("trust", "check-on-default-branch", "--repo", GATE, "--sha",
+                               FORK, env=env, timeout=60)
+    assert impostor.returncode == 1 and f"{FORK} is not a commit of this repository" in (
+        impostor.stderr)
+    bad = gate_subprocess("trust", "check-on-default-branch", "--repo", "not a repo", "--sha",
+                          MAIN[1], env=env, timeout=60)
+    assert bad.returncode == 2 and "is not owner/name" in bad.stderr

@@ -1,7 +1,9 @@
 """`gate trust check-runner` and gate/runner/isolation.py on real files, real modes and owners,
-real sockets (issue 16, item 4). The job's user is a parameter of the checks (JobUser): the
-tests run as whoever runs them, so "the provisioning" is this process's uid and "the job" is
-another uid, or the other way round for the attacks (a marker the job's user wrote)."""
+real sockets, real processes (issue 16, item 4; security review M2). The job's user is a
+parameter of the checks (JobUser): the tests run as whoever runs them, so "the provisioning"
+is this process's uid and "the job" is another uid, or the other way round for the attacks (a
+marker the job's user wrote). The process table is read from the real /proc where a test
+needs a real process, and built by hand where it needs a runner's process tree."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from support.paths import REPO_ROOT
 from gate.cli import main
 from gate.core.errors import GateError
 from gate.runner import isolation
-from gate.runner.isolation import JobUser, MarkerCheck
+from gate.runner.isolation import JobUser, MarkerCheck, Process
 
 ME = os.getuid()
 OTHER = ME + 4242  # a uid that owns nothing here
@@ -137,6 +139,30 @@ def test_a_model_cache_owned_by_the_job_is_refused(tmp_path):
     assert f"owner uid {ME}" in problem
 
 
+def test_a_link_out_of_the_model_cache_is_refused(tmp_path):
+    """L6: a snapshot file that links to a file the job may write is that file."""
+    hub = model_cache(tmp_path)
+    outside = tmp_path / "writable-config.json"
+    outside.write_text("{}")
+    (hub / "models--google--gemma" / "snapshots" / "abc" / "extra.json").symlink_to(outside)
+    (problem,) = isolation.model_cache_problems(hub, job_user(tmp_path))
+    assert f"links to {outside}, outside it" in problem
+
+
+def test_a_writable_mount_inside_a_read_only_cache_is_refused(tmp_path):
+    """L6: one statvfs of the top folder sees the read-only mount, not a read-write bind
+    mount nested inside it (/proc/self/mountinfo does)."""
+    hub = model_cache(tmp_path)
+    inner = hub / "models--google--gemma"
+    mountinfo = tmp_path / "mountinfo"
+    mountinfo.write_text(
+        f"36 25 0:32 / {hub} ro,relatime shared:1 - ext4 /dev/sdb ro\n"
+        f"37 36 0:33 / {str(inner).replace(' ', chr(92) + '040')} rw,relatime - ext4 /dev/sdc rw\n"
+        "38 25 0:34 / /elsewhere rw,relatime - tmpfs tmpfs rw\n")
+    (problem,) = isolation.model_cache_problems(hub, job_user(tmp_path), mountinfo)
+    assert problem.startswith(f"a writable mount {inner} is inside the model cache")
+
+
 def test_a_missing_model_cache_is_refused(tmp_path):
     (problem,) = isolation.model_cache_problems(tmp_path / "none", job_user(tmp_path))
     assert "is not a folder" in problem
@@ -153,6 +179,17 @@ def test_a_compile_cache_left_from_before_is_refused(tmp_path):
     assert str(user.home / ".cache" / "vllm") in problem
 
 
+@pytest.mark.parametrize("where", [".cache/gate/noise", ".cache/pip/http"])
+def test_a_gate_or_pip_cache_left_from_before_is_refused(tmp_path, where):
+    """Security review M3: a calibration planted in ~/.cache/gate/noise would be read by the
+    next job's A/B; pip's cache would hand the next install a file of someone's choosing."""
+    user = job_user(tmp_path)
+    (user.home / where).mkdir(parents=True)
+    (user.home / where / "a100--x.yaml").write_text("runs: []\n")
+    (problem,) = isolation.stale_cache_problems(isolation.default_cache_dirs(user))
+    assert str(user.home / where.split("/")[0] / where.split("/")[1]) in problem
+
+
 def test_an_answering_metadata_service_is_refused():
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
@@ -167,7 +204,8 @@ def test_the_job_caches_are_new_folders_of_this_job(tmp_path):
     caches = isolation.prepare_job_caches(tmp_path / "caches", tmp_path / "hub")
     assert caches.env["HF_HUB_OFFLINE"] == "1" and caches.env["HF_HUB_CACHE"] == str(
         tmp_path / "hub")
-    for var in ("VLLM_CACHE_ROOT", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):
+    for var in ("VLLM_CACHE_ROOT", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR",
+                "GATE_CACHE_DIR"):  # the gate's calibrations and models: the job's own too
         assert Path(caches.env[var]).is_dir()
         assert Path(caches.env[var]).parent == tmp_path / "caches"
     with pytest.raises(GateError, match="exists already") as err:
@@ -191,11 +229,18 @@ def runner_env(tmp_path: Path) -> dict[str, str]:
 
 
 def test_check_runner_points_the_caches_at_the_job_when_all_checks_pass(tmp_path, monkeypatch):
-    """The whole command in-process; who the job runs as is the one thing set by the test."""
+    """The whole command in-process; who the job runs as, and the runner's process tree, are
+    what the test sets (the test does not run as a runner's job)."""
     marker, hub = provisioned(tmp_path), model_cache(tmp_path)
     monkeypatch.setattr(isolation, "BOOT_ID", tmp_path / "boot_id")
     (tmp_path / "boot_id").write_text(BOOT + "\n")
     monkeypatch.setattr(JobUser, "current", classmethod(lambda cls: job_user(tmp_path)))
+    worker_logs(tmp_path, 1)
+    tree = runner_tree(tmp_path, os.getpid())
+    monkeypatch.setattr(isolation, "process_table", lambda proc=isolation.PROC: tree)
+    for key in [k for k in os.environ if k in isolation.STEERING_VARS or k.startswith("PIP_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
     for key, value in runner_env(tmp_path).items():
         monkeypatch.setenv(key, value)
     code = main(["trust", "check-runner", "--marker", str(marker), "--marker-owner", str(ME),
@@ -205,6 +250,7 @@ def test_check_runner_points_the_caches_at_the_job_when_all_checks_pass(tmp_path
     assert "HF_HUB_CACHE<<" in exported and str(hub) in exported
     assert str(tmp_path / "runner-temp" / "perf-gate-caches" / "torchinductor") in exported
     assert "HF_HUB_OFFLINE<<" in exported
+    assert str(tmp_path / "runner-temp" / "perf-gate-caches" / "gate") in exported
 
 
 def test_check_runner_refuses_as_a_real_subprocess_and_exports_nothing(tmp_path):
@@ -221,5 +267,112 @@ def test_check_runner_refuses_as_a_real_subprocess_and_exports_nothing(tmp_path)
     assert "gate trust: refused:" in proc.stderr and "Traceback" not in proc.stderr
     expected = f"runs as uid {ME}" if ME == 0 else f"owned by uid {ME}, not 0"
     assert expected in proc.stderr
+    assert "no Runner.Worker process above this one" in proc.stderr
     assert (tmp_path / "github_env").read_text() == ""
     assert not (tmp_path / "runner-temp" / "perf-gate-caches").exists()
+
+
+# -- what an earlier job could have left: processes, configuration, PATH, the runner's log --
+WORKER_EXE = "actions-runner/bin/Runner.Worker"
+
+
+def runner_tree(tmp_path: Path, me: int, *extra: Process) -> dict[int, Process]:
+    """A runner's processes as /proc shows them: the listener, this job's worker and its
+    step (bash) running `me`; the worker's executable in a runner folder under tmp_path."""
+    exe = str(tmp_path / WORKER_EXE)
+    table = [Process(1, 0, 0, "systemd"), Process(10, 1, OTHER, "Runner.Listener"),
+             Process(20, 10, OTHER, "Runner.Worker", exe), Process(30, 20, OTHER, "bash"),
+             Process(me, 30, OTHER, "python3"), *extra]
+    return {p.pid: p for p in table}
+
+
+def test_only_the_jobs_own_processes_pass():
+    table = runner_tree(Path("/r"), 40, Process(41, 40, OTHER, "node"),  # this job's child
+                        Process(50, 1, 0, "sshd"))  # root's: not the job user's
+    assert isolation.leftover_problems(table, 40, OTHER) == []
+
+
+def test_a_process_an_earlier_job_left_is_refused():
+    """The attack: a daemon (reparented to init) that rewrites what the next job runs."""
+    table = runner_tree(Path("/r"), 40, Process(77, 1, OTHER, "::error::x"))
+    (problem,) = isolation.leftover_problems(table, 40, OTHER)
+    assert problem.startswith("process 77 ('::error::x') of the job's user runs outside")
+
+
+def test_outside_a_runner_the_processes_cannot_be_told_apart():
+    table = {p.pid: p for p in [Process(1, 0, 0, "init"), Process(5, 1, OTHER, "bash")]}
+    (problem,) = isolation.leftover_problems(table, 5, OTHER)
+    assert "no Runner.Worker process above this one" in problem
+
+
+def test_the_process_table_reads_a_real_detached_process(tmp_path):
+    """A process started in its own session, as a daemon is: /proc names it, its parent and
+    its user as the check needs them."""
+    proc = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        table = isolation.process_table()
+        found = table[proc.pid]
+        assert (found.name, found.uid, found.ppid) == ("sleep", ME, os.getpid())
+        assert found.exe and found.exe.endswith("sleep")
+        me = table[os.getpid()]
+        assert me.uid == ME and me.pid in {p.pid for p in isolation.ancestors(table, proc.pid)}
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def worker_logs(tmp_path: Path, count: int) -> Process:
+    diag = tmp_path / "actions-runner" / "_diag"
+    diag.mkdir(parents=True)
+    for i in range(count):
+        (diag / f"Worker_20261203-10{i:02d}00-utc.log").write_text("job\n")
+    (diag / "Runner_20261203-095900-utc.log").write_text("listener\n")
+    return Process(20, 10, OTHER, "Runner.Worker", str(tmp_path / WORKER_EXE))
+
+
+def test_a_runner_that_ran_this_job_only_passes(tmp_path):
+    assert isolation.runner_log_problems(worker_logs(tmp_path, 1)) == []
+
+
+def test_a_runner_registration_reused_on_the_same_boot_is_refused(tmp_path):
+    """The marker names this boot and this runner, which a run.sh loop re-registering under
+    the same name keeps: the runner's own log folder shows the jobs before this one."""
+    (problem,) = isolation.runner_log_problems(worker_logs(tmp_path, 2))
+    assert "holds 2 job logs (Worker_*.log), not this job's alone" in problem
+    assert isolation.runner_log_problems(None)[0].startswith("cannot find the runner's folder")
+
+
+@pytest.mark.parametrize("left", [".gitconfig", ".config/git/config", ".config/pip/pip.conf",
+                                  ".pip/pip.conf", ".netrc"])
+def test_configuration_a_later_git_or_pip_would_obey_is_refused(tmp_path, left):
+    """e.g. core.fsmonitor or url.<x>.insteadOf in ~/.gitconfig run or redirect the next
+    job's git; index-url in pip.conf hands the next install a package of someone's choosing."""
+    user = job_user(tmp_path)
+    assert isolation.config_problems(user, {}) == []
+    (user.home / left).parent.mkdir(parents=True, exist_ok=True)
+    (user.home / left).write_text("[core]\n\tfsmonitor = /tmp/x\n")
+    problems = isolation.config_problems(user, {})
+    assert problems and str(user.home / left.split("/")[0]) in problems[0]
+
+
+@pytest.mark.parametrize("name", ["LD_PRELOAD", "BASH_ENV", "PYTHONPATH", "PIP_INDEX_URL",
+                                  "GIT_CONFIG_GLOBAL"])
+def test_a_variable_that_steers_later_programs_is_refused(tmp_path, name):
+    (problem,) = isolation.config_problems(job_user(tmp_path), {name: "/tmp/x", "HOME": "/h"})
+    assert problem.startswith(f"{name} is set in the job's environment")
+
+
+def test_a_writable_folder_on_path_with_files_is_refused(tmp_path):
+    """~/.local/bin/python3 would run instead of the system's for every later step."""
+    user = job_user(tmp_path)
+    local = user.home / ".local" / "bin"
+    local.mkdir(parents=True)
+    system = tmp_path / "usr-bin"
+    system.mkdir()
+    (system / "python3").write_text("")
+    system.chmod(0o755)
+    path = f"{local}:{system}:{tmp_path / 'absent'}"
+    assert isolation.path_problems(user, path) == []  # empty, and someone else's
+    (local / "python3").write_text("#!/bin/sh\n")
+    (problem,) = isolation.path_problems(user, path)
+    assert problem.startswith(f"{local} is on PATH, writable by the job's user")

@@ -8,7 +8,9 @@ a stand-in `gate` where the code under test would run (issue 16):
 - item 8: a verdict headline with a carriage return (from untrusted text) prints exactly one
   workflow command in the "Apply fail-on" step;
 - item 4: with `runner-marker`, a runner that cannot prove it is fresh stops the job before
-  the code under test is installed.
+  the code under test is installed; round three (review M2, L5): the check is the action's
+  first step, run from the action's own files with the system's Python before the gate is
+  installed, and an empty `runner-marker` on a self-hosted runner is refused, not skipped.
 """
 
 from __future__ import annotations
@@ -116,7 +118,8 @@ def test_comment_true_in_a_measuring_job_is_refused_before_anything_runs(
     assert setup.returncode == 2
     assert "comment: true would hand the token to a step after the PR's code ran" in setup.stdout
     assert calls(tmp_path) == []  # no install, no measurement
-    assert [s.kind for s in result.steps[1:-2]] == ["skipped"] * (len(result.steps) - 3)
+    assert [s.id for s in result.steps[:2]] == ["isolate", "setup"]
+    assert [s.kind for s in result.steps[2:-2]] == ["skipped"] * (len(result.steps) - 4)
     assert not fake.requests
 
 
@@ -159,11 +162,11 @@ def test_a_runner_that_is_not_proven_fresh_stops_before_the_pr_code_runs(
                            **{"runner-marker": str(tmp_path / "no-marker.json"),
                               "model-cache": str(hub)})
     isolate = result.step("isolate")
-    assert isolate.returncode == 1
+    assert result.steps[0] is isolate and isolate.returncode == 1
     assert "gate trust: refused:" in isolate.stderr  # no marker (and, as root, root itself)
-    assert "not fit to run a PR's code" in isolate.stderr
-    assert calls(tmp_path) == ["--version", "trust"]  # the check ran; install-vllm never did
-    assert result.step("install").kind == "skipped"
+    assert "not fit to run a job's code" in isolate.stderr
+    assert calls(tmp_path) == []  # the check is the action's own script: no `gate` ran yet
+    assert result.step("setup").kind == result.step("install").kind == "skipped"
     assert result.step("Upload the results").kind == "uses"  # always(): the artifact still goes
 
 
@@ -172,3 +175,20 @@ def test_without_a_marker_input_the_check_says_so(tmp_path, fake, workspace):
     result = Runner(workspace, ab_inputs(tmp_path, "healthy"), env).run()
     assert result.step("isolate").returncode == 0
     assert "freshness is not checked" in result.step("isolate").stdout
+
+
+@pytest.mark.parametrize(("marker", "code", "said"), [
+    ("", 2, "runner-marker is empty on a self-hosted runner"),
+    ("none", 0, "runner-marker is none: the runner's freshness is not checked"),
+])
+def test_an_empty_marker_on_a_self_hosted_runner_is_refused(tmp_path, fake, workspace, marker,
+                                                            code, said):
+    """L5: a workflow that forgets the marker must not run unchecked by default; skipping
+    the check takes the explicit word `none`."""
+    env = runner_env(tmp_path, fake, "pull_request", PR_EVENT)
+    env["RUNNER_ENVIRONMENT"] = "self-hosted"
+    result = Runner(workspace, ab_inputs(tmp_path, "healthy", **{"runner-marker": marker}),
+                    env).run()
+    isolate = result.step("isolate")
+    assert isolate.returncode == code and said in isolate.stdout
+    assert (result.step("setup").kind == "skipped") == bool(code)

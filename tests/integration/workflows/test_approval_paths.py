@@ -6,12 +6,17 @@ approval flows"):
   goes the approval path, like a fork (issue 16, item 3);
 - the approval label approves only the commit its labeller approved in a review: a push
   between the review and the label approves nothing (item 2);
-- a manual rerun waits for a second person in the approval environment (item 1).
+- a manual rerun waits for a second person in the approval environment (item 1);
+- round three (security review M1, L3): the no-approval path is a writer's own push only,
+  checked with GitHub (`gate trust check-writer`): an outsider's PR from an existing branch
+  of the repository, a bot-prefixed branch or a reopened PR goes the approval path, and a
+  labeller without write access approves nothing.
 """
 
 from __future__ import annotations
 
 import pytest
+from support.expressions import Evaluator
 from support.fake_github import FakeGitHub
 from support.workflow_steps import (
     DEPENDABOT,
@@ -34,11 +39,31 @@ REVIEWERS_RULE = {"id": 1, "type": "required_reviewers", "prevent_self_review": 
                   "reviewers": [{"type": "Team", "reviewer": {"slug": "perf-maintainers"}}]}
 
 
+WRITERS_STEP = "Check that the author and the pusher may write to the repository"
+OUTSIDER = {"login": "mallory", "type": "User"}
+
+
 @pytest.fixture
 def fake():
     with FakeGitHub(REPO) as server:
         server.good_tokens.add(TOKEN)
+        server.permissions.update({"alice": "write", MAINTAINER["login"]: "maintain"})
         yield server
+
+
+def decided(workflow: str, event: dict, tmp_path, fake: FakeGitHub) -> dict[str, str]:
+    """decide's job outputs as GitHub computes them, after its writer check ran (when its
+    `if:` holds) against the fake."""
+    doc = load(workflow)
+    out = decide(workflow, event, tmp_path)
+    steps = {"decide": {"outputs": out}}
+    if out["check-writers"] == "true":
+        proc, writers = run_step(doc, "decide", WRITERS_STEP, tmp_path, event=event, fake=fake,
+                                 steps_outputs={"decide": out})
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        steps["writers"] = {"outputs": writers}
+    outputs = doc["jobs"]["decide"]["outputs"]
+    return {k: Evaluator({"steps": steps}).interpolate(v) for k, v in outputs.items()}
 
 
 def decide(workflow: str, event: dict, tmp_path) -> dict[str, str]:
@@ -69,10 +94,74 @@ def test_a_bots_commit_on_a_branch_of_the_repository_does_not_run_unapproved(
 
 
 @pytest.mark.parametrize("workflow", PR_WORKFLOWS)
-def test_a_person_pushing_their_own_branch_runs_without_a_label(workflow, tmp_path):
-    out = decide(workflow, pr_event("synchronize", fork=False), tmp_path)
-    assert (out["run"], out["environment"], out["check-environment"]) == (
-        "true", "perf-gate", "false")
+@pytest.mark.parametrize("action", ["opened", "synchronize"])
+def test_a_writer_pushing_their_own_branch_runs_without_a_label(workflow, action, tmp_path,
+                                                                 fake):
+    out = decided(workflow, pr_event(action, fork=False), tmp_path, fake)
+    assert (out["run"], out["environment"]) == ("true", "perf-gate")
+    asked = {r.path.split("/")[-2] for r in fake.requests_to("GET", "/permission")}
+    assert asked == {"alice"}  # the author, who is also the pusher here
+
+
+# == round three: the no-approval path is for writers only ================================
+@pytest.mark.parametrize("workflow", PR_WORKFLOWS)
+@pytest.mark.parametrize(("author", "sender"), [(OUTSIDER, OUTSIDER), (OUTSIDER, {"login": "alice", "type": "User"}),
+                                                ({"login": "alice", "type": "User"}, OUTSIDER)],
+                         ids=["outsider-opens", "writer-pushes-to-outsiders-pr",
+                              "outsider-pushes"])
+def test_someone_without_write_access_on_a_branch_of_the_repository_needs_approval(
+    workflow, author, sender, tmp_path, fake
+):
+    """The attack (M1): anyone opens `main <- dependabot-like or a maintainer's WIP branch`;
+    the event names them as author and sender, users, head in this repository."""
+    event = pr_event("synchronize", fork=False, author=author, sender=sender)
+    out = decided(workflow, event, tmp_path, fake)
+    assert out["run"] == "false"
+    assert "has no write access" in (tmp_path / "summary.md").read_text()
+
+
+@pytest.mark.parametrize("workflow", PR_WORKFLOWS)
+@pytest.mark.parametrize("branch", ["dependabot/pip/requirements/common/torch-9.9",
+                                    "renovate/numpy-2.x", "copilot/fix-bitmask",
+                                    "gh-readonly-queue/main/pr-7-abc", "perf-gate/calibration-5"])
+def test_a_bots_branch_goes_the_approval_path_whoever_opened_it(workflow, branch, tmp_path,
+                                                                  fake):
+    out = decided(workflow, pr_event("opened", fork=False, head_ref=branch), tmp_path, fake)
+    assert (out["run"], out["environment"]) == ("false", "perf-gate-fork")
+    assert not fake.requests  # nothing to ask: the approval path
+
+
+@pytest.mark.parametrize("workflow", PR_WORKFLOWS)
+def test_a_reopened_pr_does_not_run_unapproved(workflow, tmp_path, fake):
+    """A reopened PR's head may be a bot's last push; only a review and the label run it."""
+    out = decided(workflow, pr_event("reopened", fork=False), tmp_path, fake)
+    assert (out["run"], out["environment"]) == ("false", "perf-gate-fork")
+
+
+@pytest.mark.parametrize("workflow", PR_WORKFLOWS)
+def test_the_writer_check_fails_closed_when_github_cannot_tell(workflow, tmp_path, fake):
+    event = pr_event("synchronize", fork=False)
+    out = decide(workflow, event, tmp_path)
+    fake.fail_next(403, message="Resource not accessible by integration")
+    proc, writers = run_step(load(workflow), "decide", WRITERS_STEP, tmp_path, event=event,
+                             fake=fake, steps_outputs={"decide": out})
+    assert proc.returncode == 4 and "Failing closed" in proc.stderr
+    assert "run" not in writers  # decide fails: no GPU job
+
+
+@pytest.mark.parametrize("workflow", PR_WORKFLOWS)
+def test_a_labeller_without_write_access_approves_nothing(workflow, tmp_path, fake):
+    """L3: someone with triage can add labels and submit an approving review; neither makes
+    them a maintainer."""
+    fake.permissions["triager"] = "triage"
+    fake.add_review(7, "triager", "APPROVED", SHA_A)
+    event = pr_event("labeled", label=LABEL, labels=(LABEL,),
+                     sender={"login": "triager", "type": "User"})
+    out = decide(workflow, event, tmp_path)
+    proc, review = run_step(load(workflow), "decide", REVIEW_STEP, tmp_path, event=event,
+                            fake=fake, steps_outputs={"decide": out})
+    assert proc.returncode == 1 and "@triager has 'read' permission (role triage)" in proc.stderr
+    assert "review-url" not in review
 
 
 @pytest.mark.parametrize("workflow", PR_WORKFLOWS)

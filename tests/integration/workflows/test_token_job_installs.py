@@ -25,7 +25,7 @@ from support.fake_github import FakeGitHub
 from support.import_fence import PIN, locked_distributions, normalize
 from support.paths import REPO_ROOT
 from support.workflow_steps import REPO, SHA_A, TOKEN, run_step
-from support.workflows import WORKFLOWS, load
+from support.workflows import WORKFLOWS, load, runs_on_self_hosted
 
 from gate.github.comment_file import CommentRun
 from gate.judge.verdict import Outcome
@@ -34,6 +34,7 @@ from gate.measure.results import save_results
 LOCKS = REPO_ROOT / "requirements"
 POSTER = LOCKS / "poster.txt"
 NIGHTLY = LOCKS / "nightly-update.txt"
+GPU = LOCKS / "gpu.txt"  # the GPU jobs' whole gate runtime (security review L4)
 FENCE = REPO_ROOT / "tests" / "support" / "import_fence.py"
 HASH = re.compile(r"--hash=sha256:[0-9a-f]{64}")
 
@@ -63,7 +64,7 @@ def entries(lock: Path) -> dict[str, str]:
             for block in blocks if (m := PIN.match(block))}
 
 
-@pytest.mark.parametrize("lock", [POSTER, NIGHTLY], ids=lambda p: p.name)
+@pytest.mark.parametrize("lock", [POSTER, NIGHTLY, GPU], ids=lambda p: p.name)
 def test_every_locked_distribution_is_pinned_with_its_hashes(lock):
     lines = [ln for ln in lock.read_text().splitlines()
              if ln.strip() and not ln.lstrip().startswith(("#", "--hash"))]
@@ -74,11 +75,22 @@ def test_every_locked_distribution_is_pinned_with_its_hashes(lock):
     wanted = {normalize(m) for m in re.findall(r"^([A-Za-z][\w.-]*)", inputs, re.M)}
     if "-r poster.in" in inputs:
         wanted |= locked_distributions(POSTER)
+    if "-r nightly-update.in" in inputs:
+        wanted |= locked_distributions(NIGHTLY)
     assert wanted <= locked_distributions(lock), wanted - locked_distributions(lock)
     # the build backend, so that --no-build-isolation builds the gate from locked packages
     build = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["build-system"]
     backend = {normalize(re.match(r"[\w.-]+", req).group(0)) for req in build["requires"]}
     assert backend == {"setuptools", "wheel"} and backend <= locked_distributions(lock)
+
+
+def test_the_gpu_lock_holds_every_runtime_dependency_of_the_gate():
+    """What `pip install --no-deps ./.gate` leaves out must all be in the lock: every
+    requirement of [project] dependencies, at a version it allows."""
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    needed = {normalize(re.match(r"[\w.-]+", req).group(0)) for req in project["dependencies"]}
+    assert needed <= locked_distributions(GPU), needed - locked_distributions(GPU)
+    assert "py-spy==0.4.3" in GPU.read_text()  # pinned in pyproject: the same version
 
 
 def test_the_poster_lock_is_the_small_set():
@@ -95,6 +107,19 @@ def test_the_poster_posts_with_only_its_lock_importable(fake, tmp_path):
     assert proc.returncode == 0, proc.stderr
     (comment,) = fake.comments[12]
     assert comment["body"].startswith("<!-- vllm-structured-output-gate:default -->\n")
+
+
+def test_the_bisect_report_is_posted_with_only_the_poster_lock(fake, tmp_path):
+    from gate.evidence.bisect_record import BisectOutcome, BisectResult, CommitInfo
+
+    result = BisectResult(outcome=BisectOutcome.NO_REGRESSION, headline="no slowdown",
+                          repo="/r", good=CommitInfo(sha=SHA_A), bad=CommitInfo(sha="b" * 40))
+    path = tmp_path / "bisect.json"
+    path.write_text(result.model_dump_json())
+    proc = fenced(POSTER, "publish", "--bisect-result", str(path), "--issue", "12", fake=fake)
+    assert proc.returncode == 0, proc.stderr
+    (comment,) = fake.comments[12]
+    assert "no slowdown" in comment["body"]
 
 
 def test_the_matrix_is_combined_with_only_the_poster_lock(tmp_path):
@@ -118,6 +143,7 @@ def test_the_matrix_is_combined_with_only_the_poster_lock(tmp_path):
         ["trust", "check-environment", "perf-gate-fork"],
         ["trust", "check-review", "--pr", "7", "--sha", SHA_A, "--reviewer", "maintainer"],
         ["trust", "check-head", "--pr", "7", "--sha", SHA_A],
+        ["trust", "check-writer", "--login", "maintainer"],
         ["trust", "revoke-label", "--pr", "7", "--label", "run-perf-gate"],
         ["annotate", "error", "--title", "Perf gate", "--message", "FAIL"],
     ],
@@ -130,6 +156,7 @@ def test_the_trust_checks_run_with_only_the_poster_lock(argv, fake):
     fake.add_review(7, "maintainer", "APPROVED", SHA_A)
     fake.pulls[7] = {"number": 7, "head": {"sha": SHA_A}}
     fake.labels[7] = ["run-perf-gate"]
+    fake.permissions["maintainer"] = "maintain"
     proc = fenced(POSTER, *argv, fake=fake)
     assert proc.returncode == 0, proc.stderr
 
@@ -173,9 +200,13 @@ case "$*" in *require-hashes*) exit "${FAIL_HASHED:-0}" ;; esac
 
 
 def install_steps() -> list[tuple[str, str, str]]:
+    """The token jobs' install steps (GitHub-hosted; the GPU jobs' installs are checked in
+    unit/workflows/test_workflows_trust_static.py: test_gpu_jobs_install_the_gate_from_its_hash_lock)."""
     found = []
     for path in WORKFLOWS:
         for job, spec in load(path.name)["jobs"].items():
+            if runs_on_self_hosted(spec):
+                continue
             for s in spec["steps"]:
                 if "--require-hashes" in str(s.get("run", "")):
                     found.append((path.name, job, s["name"]))

@@ -257,15 +257,16 @@ def test_check_environment_fails_closed_when_it_cannot_tell(fake):
     assert "actions: read" in proc.stderr and "Failing closed" in proc.stderr
 
 
-def test_check_environment_refuses_self_review_and_warns_about_admin_bypass(fake):
-    """One person must not both label (or dispatch) and approve a run: self-review refused."""
+def test_check_environment_refuses_self_review_and_admin_bypass(fake):
+    """One person must not both label (or dispatch) and approve a run: self-review refused,
+    and an administrator who may bypass the reviewers is one person alone (review L3)."""
     fake.environments["perf-gate-fork"] = environment(
         dict(REVIEWERS_RULE, prevent_self_review=False))
     proc = gate_cli("trust", "check-environment", "perf-gate-fork", fake=fake)
     assert proc.returncode == 1 and "Prevent self-review" in proc.stderr
     fake.environments["perf-gate-fork"] = environment(REVIEWERS_RULE, bypass=True)
     proc = gate_cli("trust", "check-environment", "perf-gate-fork", fake=fake)
-    assert proc.returncode == 0 and "bypass" in proc.stderr
+    assert proc.returncode == 1 and "Allow administrators to bypass" in proc.stderr
 
 
 @pytest.mark.parametrize(
@@ -311,25 +312,28 @@ def test_rerun_fails_before_the_gpu_when_the_pr_head_moved(fake, tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("sha", "pr", "code"),
+    ("sha", "pr", "plan", "code"),
     [
-        (SHA_A, "7", 0),
-        (SHA_A, "", 0),
-        ("main", "7", 2),
-        ("refs/pull/7/head", "", 2),
-        (SHA_A.upper(), "7", 2),
-        (SHA_A[:12], "7", 2),
-        (SHA_A, "7; true", 2),
+        (SHA_A, "7", "a100-gemma4-26b-pr", 0),
+        (SHA_A, "", "cpu-smoke", 0),
+        ("main", "7", "a100-gemma4-26b-pr", 2),
+        ("refs/pull/7/head", "", "a100-gemma4-26b-pr", 2),
+        (SHA_A.upper(), "7", "a100-gemma4-26b-pr", 2),
+        (SHA_A[:12], "7", "a100-gemma4-26b-pr", 2),
+        (SHA_A, "7; true", "a100-gemma4-26b-pr", 2),
+        (SHA_A, "7", "gate-out/p.yaml", 2),  # a plan file from the workspace (review H1)
+        (SHA_A, "7", "../plans/evil", 2),
+        (SHA_A, "7", "", 2),
     ],
 )
-def test_rerun_inputs_are_checked(sha, pr, code, tmp_path):
+def test_rerun_inputs_are_checked(sha, pr, plan, code, tmp_path):
     proc, _ = run_step(
         load("gate-rerun.yml"),
         "check",
         "Check the inputs",
         tmp_path,
         event_name="workflow_dispatch",
-        inputs={"sha": sha, "pr": pr},
+        inputs={"sha": sha, "pr": pr, "plan": plan},
     )
     assert proc.returncode == code, proc.stdout + proc.stderr
 
@@ -440,22 +444,24 @@ def test_nightly_push_keeps_the_token_off_command_lines_and_uses_the_server_url(
 
 # == 6. bisect: the refs are checked before the GPU runner and on it ======================
 @pytest.mark.parametrize(
-    ("good", "bad", "issue", "code"),
+    ("good", "bad", "issue", "plan", "code"),
     [
-        (SHA_A, SHA_B, "", 0),
-        (SHA_A, SHA_B, "12", 0),
-        (SHA_A, SHA_A, "", 2),
-        ("main", SHA_B, "", 2),
-        (SHA_A, SHA_B[:12], "", 2),
-        (SHA_A, SHA_B.upper(), "", 2),
-        (SHA_A, f"{SHA_B}; true", "", 2),
-        (SHA_A, SHA_B, "12; true", 2),
+        (SHA_A, SHA_B, "", "a100-gemma4-26b-pr", 0),
+        (SHA_A, SHA_B, "12", "a100-gemma4-26b", 0),
+        (SHA_A, SHA_A, "", "a100-gemma4-26b-pr", 2),
+        ("main", SHA_B, "", "a100-gemma4-26b-pr", 2),
+        (SHA_A, SHA_B[:12], "", "a100-gemma4-26b-pr", 2),
+        (SHA_A, SHA_B.upper(), "", "a100-gemma4-26b-pr", 2),
+        (SHA_A, f"{SHA_B}; true", "", "a100-gemma4-26b-pr", 2),
+        (SHA_A, SHA_B, "12; true", "a100-gemma4-26b-pr", 2),
+        (SHA_A, SHA_B, "", "gate-bisect/p.yaml", 2),  # the review's H1: a plan from the artifact
+        (SHA_A, SHA_B, "", "/tmp/p.yaml", 2),
     ],
 )
-def test_bisect_inputs_are_checked(good, bad, issue, code, tmp_path):
+def test_bisect_inputs_are_checked(good, bad, issue, plan, code, tmp_path):
     proc, _ = run_step(load("gate-bisect.yml"), "check", "Check the inputs", tmp_path,
                        event_name="workflow_dispatch",
-                       inputs={"good": good, "bad": bad, "issue": issue})
+                       inputs={"good": good, "bad": bad, "issue": issue, "plan": plan})
     assert proc.returncode == code, proc.stdout + proc.stderr
 
 

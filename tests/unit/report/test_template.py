@@ -79,3 +79,10 @@ def test_the_document_is_the_template_over_a_documents_runs():
     verdict = f.verdict(Outcome.FAIL, headline="@team drain **48%** slower")
     text = render(document([RunInput(verdict=verdict)], 65_536))
     assert text.startswith(f"### ❌ FAIL: @{ZWJ}team drain \\*\\*48%\\*\\* slower")
+
+
+def test_a_dollar_sign_cannot_open_math():
+    """Security review L8: GitHub renders $...$ (and $$...$$) as math in comments; an escaped
+    `\\$` is a dollar sign."""
+    assert show("{{ v }}", v="cost $x^2$ and $$\\frac{a}{b}$$") == (
+        "cost \\$x^2\\$ and \\$\\$\\\\frac{a}{b}\\$\\$")

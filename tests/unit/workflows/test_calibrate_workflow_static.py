@@ -24,7 +24,7 @@ def test_the_measuring_job_calibrates_the_default_branch_read_only():
     assert runs_on_self_hosted(job) and job["if"] == DEFAULT_BRANCH_ONLY
     assert job["permissions"] == {"contents": "read"}
     fresh = step(DOC, "measure", "Check that the runner is fresh and isolated")
-    assert "trust check-runner" in fresh["run"]  # before any of the measured code runs
+    assert ".gate/scripts/check_runner.py" in fresh["run"]  # before anything is installed
     calibrate = step(DOC, "measure", "Install vLLM, calibrate")
     assert '"$gate" calibrate --plan "$PLAN"' in calibrate["run"]
     assert "--noise-dir calibration" in calibrate["run"]  # only its own run, to the artifact
@@ -35,8 +35,10 @@ def test_the_measuring_job_calibrates_the_default_branch_read_only():
 def test_the_storing_job_merges_and_opens_a_pr_without_measured_code():
     job = DOC["jobs"]["store"]
     assert needs(job) == ["measure"] and not runs_on_self_hosted(job)
-    assert job["permissions"] == {"contents": "write", "pull-requests": "write"}
+    # the job's own token reads; the push and the PR go with the perf-gate app's token
+    assert job["permissions"] == {"contents": "read"}
     assert runs(job, 'gate calibrate --merge "$runs" --noise-dir "$BASELINES_PATH/noise"')
     assert not runs(job, "install-vllm") and not runs(job, "gate ab")
     push = step(DOC, "store", "Push a branch and open a PR")
     assert "gh pr create" in push["run"] and "GIT_CONFIG_VALUE_0" in push["run"]
+    assert push["env"]["GH_TOKEN"] == "${{ steps.app.outputs.token }}"

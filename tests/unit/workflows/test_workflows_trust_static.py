@@ -25,6 +25,7 @@ from support.workflows import (
     is_checkout,
     load,
     needs,
+    runner_group,
     runs,
     runs_on_self_hosted,
     self_hosted_jobs,
@@ -32,13 +33,14 @@ from support.workflows import (
     triggers,
 )
 
+from gate.plan.spec import BUILTIN_PLANS
+
 # Events for which GitHub runs the PR's own copy of the workflow file.
 FILE_FROM_PR_HEAD = {"pull_request", "pull_request_review", "pull_request_review_comment"}
-# Events whose workflow file a fork cannot choose and whose code is trusted or approved.
-# workflow_call runs the file at the ref its caller names: the shipped callers run on trusted
-# events (test_workflow_call_has_only_trusted_callers), and a fork's own pull_request
-# workflow cannot reach runners whose group admits default-branch files only.
-TRUSTED_FILE_EVENTS = {"pull_request_target", "workflow_dispatch", "schedule", "workflow_call"}
+# Events whose workflow file a fork cannot choose and whose code is trusted or approved. Not
+# workflow_call: a runner group's entry for a called workflow admits every caller, a fork's
+# pull_request workflow included (security review H1), so no GPU workflow is reusable.
+TRUSTED_FILE_EVENTS = {"pull_request_target", "workflow_dispatch", "schedule"}
 ALLOWED_SHA_REFS = {
     "${{ needs.decide.outputs.sha }}",  # the head commit of the approving event
     "${{ inputs.sha }}",  # the commit a writer dispatched
@@ -90,11 +92,11 @@ def approval_problems(doc: dict, name: str, event: str) -> list[str]:
         return problems + decide_checks(decide)
     if event in ("schedule", "workflow_dispatch") and "if" in job and default_branch_only(job):
         return []  # the default branch's own code
-    if event in ("workflow_dispatch", "workflow_call"):
+    if event == "workflow_dispatch":
         check = doc["jobs"].get("check")
         if check is None or "check" not in needs(job):
             return ["does not need the check job"]
-        (merged,) = runs(check, "gate trust check-on-default-branch") or [{}]
+        (merged,) = runs(check, "gate trust check-on-default-branch --sha") or [{}]
         if merged and "if" not in merged:
             return []  # only commits of the default branch run: merged, reviewed code
         if environment_name(job) != "perf-gate-fork":
@@ -168,10 +170,10 @@ def test_the_pr_workflows_run_on_pull_request_target_for_the_default_branch():
         assert on["pull_request_target"]["branches"] == ["main"]
 
 
-def test_decide_job_may_read_environments_and_reviews():
+def test_decide_job_may_read_environments_reviews_and_the_gates_branch():
     for name in PR_WORKFLOWS:
         assert load(name)["jobs"]["decide"]["permissions"] == {
-            "actions": "read", "pull-requests": "read"}
+            "actions": "read", "contents": "read", "pull-requests": "read"}
 
 
 # == 1b. what the GPU job holds ===========================================================
@@ -273,20 +275,34 @@ def test_no_workflow_script_hard_codes_the_github_host():
 
 
 # == 5. bisect: only commits of the default branch reach the GPU ========================
-def test_bisect_takes_the_same_required_shas_whether_dispatched_or_called():
-    on = triggers(load("gate-bisect.yml"))
-    dispatch, call = on["workflow_dispatch"]["inputs"], on["workflow_call"]["inputs"]
-    assert dispatch.keys() == call.keys() == {"good", "bad", "plan", "issue"}
+def test_bisect_is_dispatched_only_and_waits_for_a_second_person():
+    """Security review H1: no workflow_call (a caller's jobs share the run and its artifacts,
+    and the runner group's entry for a called file admits every caller), a built-in plan's
+    name only, and the GPU job behind the environment with required reviewers."""
+    doc = load("gate-bisect.yml")
+    on = triggers(doc)
+    assert set(on) == {"workflow_dispatch"}
+    dispatch = on["workflow_dispatch"]["inputs"]
+    assert dispatch.keys() == {"good", "bad", "plan", "issue"}
     for name in ("good", "bad"):
-        assert dispatch[name]["required"] is call[name]["required"] is True
-        assert dispatch[name]["type"] == call[name]["type"] == "string"
+        assert dispatch[name]["required"] is True and dispatch[name]["type"] == "string"
+    assert dispatch["plan"]["type"] == "choice"
+    assert set(dispatch["plan"]["options"]) <= set(BUILTIN_PLANS)
+    gpu = doc["jobs"]["bisect"]
+    assert environment_name(gpu) == "perf-gate-fork" and needs(gpu) == ["check"]
+    check = doc["jobs"]["check"]
+    for command in ("gate trust check-caller --workflow gate-bisect.yml",
+                    "gate trust check-environment perf-gate-fork",
+                    "gate trust check-on-default-branch --sha"):
+        (found,) = runs(check, command)
+        assert "if" not in found, command  # always, whoever started it
 
 
 def test_bisect_checks_both_refs_on_the_default_branch_before_the_gpu():
     doc = load("gate-bisect.yml")
     (gpu,) = self_hosted_jobs(doc).values()
     assert needs(gpu) == ["check"]
-    (check,) = runs(doc["jobs"]["check"], "gate trust check-on-default-branch")
+    (check,) = runs(doc["jobs"]["check"], "gate trust check-on-default-branch --sha")
     assert "if" not in check  # always, whoever started it
     assert '--sha "$GOOD" --sha "$BAD"' in check["run"]
     assert check["env"] == {"GITHUB_TOKEN": "${{ github.token }}", "GOOD": "${{ inputs.good }}",
@@ -295,19 +311,24 @@ def test_bisect_checks_both_refs_on_the_default_branch_before_the_gpu():
     assert code["with"]["ref"] == "${{ inputs.good }}" and code["with"]["fetch-depth"] == 0
 
 
-def test_bisect_posts_on_an_issue_only_from_a_job_that_runs_no_code():
+def test_bisect_posts_on_an_issue_only_what_the_pinned_gate_renders():
+    """L2: the report job never runs vLLM code nor posts the bisect's own markdown: it checks
+    out the gate only, installs it from the poster lock, and renders bisect.json."""
     job = load("gate-bisect.yml")["jobs"]["report"]
     assert job["permissions"] == {"issues": "write"} and not runs_on_self_hosted(job)
-    assert not [s for s in job["steps"] if is_checkout(s) or "gate " in str(s.get("run", ""))]
+    checkouts = [s for s in job["steps"] if is_checkout(s)]
+    assert checkouts and all(s["with"]["repository"] == "${{ env.GATE_REPOSITORY }}"
+                             for s in checkouts)
+    (post,) = runs(job, "gate publish --bisect-result report/bisect.json")
+    text = json.dumps(job)
+    assert "--body-file" not in text and "gh issue" not in text
 
 
-def test_workflow_call_has_only_trusted_callers():
+def test_no_gpu_workflow_is_reusable():
     for path in WORKFLOWS:
         doc = yaml.safe_load(path.read_text())
-        callers = [job for job in doc["jobs"].values()
-                   if str(job.get("uses", "")).endswith("/gate-bisect.yml")]
-        if callers:
-            assert set(triggers(doc)) <= {"schedule", "workflow_dispatch"}, path.name
+        if self_hosted_jobs(doc):
+            assert "workflow_call" not in triggers(doc), path.name
 
 
 # == round two (docs/action.md, "Running on a public repository") ========================
@@ -350,32 +371,65 @@ def uses_the_gate(job: dict) -> list[dict]:
     return [s for s in job["steps"] if s.get("uses") == "./.gate"]
 
 
+CHECK_SCRIPT = ('/usr/bin/python3 -I -S .gate/scripts/check_runner.py --marker "$RUNNER_MARKER" '
+                '--model-cache "$MODEL_CACHE"')
+
+
 @pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
 def test_every_gpu_job_proves_its_runner_fresh_before_running_code(path):
-    """Item 4: the action's runner-marker check (before it installs or runs anything) or a
-    `gate trust check-runner` step before the step that installs and runs vLLM."""
+    """Item 4, and round three (M2): the action's runner-marker check (its first step), or
+    the job's own check, which runs the pinned gate's script with the system's Python before
+    anything is installed: only the pin check and checkouts come before it."""
     doc = yaml.safe_load(path.read_text())
     assert doc["env"]["RUNNER_MARKER"].startswith("/") and doc["env"]["MODEL_CACHE"].startswith("/")
     for name, job in self_hosted_jobs(doc).items():
         if action := uses_the_gate(job):
             assert action[0]["with"]["runner-marker"] == "${{ env.RUNNER_MARKER }}", name
             assert action[0]["with"]["model-cache"] == "${{ env.MODEL_CACHE }}", name
+            before = job["steps"][:job["steps"].index(action[0])]
+            assert not [s for s in before if "pip install" in str(s.get("run", ""))], name
             continue
         texts = [str(s.get("run", "")) for s in job["steps"]]
-        check = next(i for i, text in enumerate(texts) if "trust check-runner" in text)
-        first_code = next(i for i, text in enumerate(texts) if "install-vllm" in text)
-        assert check < first_code, name
-        assert '--marker "$RUNNER_MARKER" --model-cache "$MODEL_CACHE"' in texts[check]
+        (check,) = [i for i, text in enumerate(texts) if "check_runner.py" in text]
+        assert texts[check] == CHECK_SCRIPT, name
+        for earlier in job["steps"][:check]:  # bash tests of the pin and the inputs, checkouts
+            assert (is_checkout(earlier) or "GATE_REF" in str(earlier.get("run"))
+                    or earlier["name"] == "Check the inputs"), earlier["name"]
+        first_install = next(i for i, text in enumerate(texts) if "pip install" in text)
+        assert check < first_install < next(i for i, t in enumerate(texts) if "install-vllm" in t)
 
 
 def test_the_action_checks_the_runner_before_installing_anything():
+    """Its first step: from the action's own files (the pinned gate), the system's Python, no
+    site-packages; the gate is installed only after it passed."""
     steps = yaml.safe_load((REPO_ROOT / "action.yml").read_text())["runs"]["steps"]
     ids = [s.get("id") for s in steps]
-    assert ids.index("isolate") == ids.index("setup") + 1 < ids.index("install")
-    isolate = steps[ids.index("isolate")]
-    assert 'trust check-runner --marker "$RUNNER_MARKER" --model-cache "$MODEL_CACHE"' in (
-        isolate["run"])
+    assert ids[:3] == ["isolate", "setup", "install"]
+    isolate = steps[0]
+    assert ('/usr/bin/python3 -I -S "$ACTION_PATH/scripts/check_runner.py" --marker '
+            '"$RUNNER_MARKER" --model-cache "$MODEL_CACHE"') in isolate["run"]
+    assert isolate["env"]["ACTION_PATH"] == "${{ github.action_path }}"
     assert "continue-on-error" not in isolate and "if" not in isolate
+
+
+GPU_INSTALL = re.compile(
+    r'pip=\("\$(?:RUNNER_TEMP/gate-venv|venv)/bin/python" -I -m pip install --quiet '
+    r'(?:--disable-pip-version-check )?--isolated --no-cache-dir\)\n'
+    r'\s*"\$\{pip\[@\]\}" --require-hashes -r "?(?:\.gate|\$ACTION_PATH)/requirements/gpu\.txt"?\n'
+    r'\s*"\$\{pip\[@\]\}" --no-deps --no-build-isolation "?(?:\./\.gate|\$ACTION_PATH)"?')
+
+
+def test_gpu_jobs_install_the_gate_from_its_hash_lock():
+    """L4: every install of the gate in a GPU job (the action's, and the nightly, calibration
+    and bisect jobs') takes every dependency from requirements/gpu.txt with --require-hashes,
+    ignores pip's configuration and cache, then adds the gate alone."""
+    setup = yaml.safe_load((REPO_ROOT / "action.yml").read_text())["runs"]["steps"][1]
+    assert GPU_INSTALL.search(setup["run"]), setup["run"]
+    for path in WORKFLOWS:
+        for name, job in self_hosted_jobs(yaml.safe_load(path.read_text())).items():
+            installs = [s for s in job["steps"] if "pip install" in str(s.get("run", ""))]
+            assert all(GPU_INSTALL.search(s["run"]) for s in installs), (path.name, name)
+            assert installs or uses_the_gate(job), (path.name, name)
 
 
 @pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
@@ -446,3 +500,76 @@ def test_the_nightly_measures_on_its_schedule():
     assert Evaluator({"github": schedule}).interpolate(update["env"]["BRANCH"]) == "main"
     push = step(doc, "update", "Push a branch and open a PR")
     assert Evaluator({"github": schedule}).interpolate(push["env"]["BASE"]) == "main"
+
+
+# == round three (the security review's H1, M2-M5, L4-L5) ================================
+PR_CODE_WORKFLOWS = {"gate-pr.yml", "gate-matrix.yml", "gate-rerun.yml"}
+REFERENCE_WORKFLOWS = {"gate-nightly-baseline.yml", "gate-calibrate.yml", "gate-bisect.yml"}
+
+
+def test_pr_code_and_reference_data_run_in_separate_runner_groups():
+    """M2: a host that ran a PR's code never measures a baseline, a calibration or a bisect,
+    whatever the PR left on it."""
+    groups: dict[str, set[str]] = {}
+    for path in WORKFLOWS:
+        for job in self_hosted_jobs(yaml.safe_load(path.read_text())).values():
+            groups.setdefault(path.name, set()).add(runner_group(job))
+    assert set(groups) == PR_CODE_WORKFLOWS | REFERENCE_WORKFLOWS
+    assert {g for name in PR_CODE_WORKFLOWS for g in groups[name]} == {"perf-gate-pr"}
+    assert {g for name in REFERENCE_WORKFLOWS for g in groups[name]} == {"perf-gate-trusted"}
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_gpu_workflows_take_built_in_plans_and_reviewed_calibrations_only(path):
+    """H1 (a plan file launches any command) and M3 (the cache folder's calibrations): set at
+    the workflow level, so the action's steps and the jobs' own `gate` see them."""
+    doc = yaml.safe_load(path.read_text())
+    if not self_hosted_jobs(doc):
+        return
+    assert doc["env"]["GATE_BUILTIN_PLANS_ONLY"] == "true"
+    assert doc["env"]["GATE_CACHE_CALIBRATIONS"] == "false"
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_git_in_a_gpu_job_reads_no_configuration_an_earlier_job_left(path):
+    """M2: actions/checkout copies ~/.gitconfig into its own HOME; a core.fsmonitor there
+    would run before the runner check. Each checkout reads a global configuration of its own
+    job (RUNNER_TEMP, emptied per job) and no system one."""
+    for name, job in self_hosted_jobs(yaml.safe_load(path.read_text())).items():
+        for s in job["steps"]:
+            if is_checkout(s):
+                assert s.get("env") == {
+                    "GIT_CONFIG_GLOBAL": "${{ runner.temp }}/perf-gate-gitconfig",
+                    "GIT_CONFIG_NOSYSTEM": "1"}, (path.name, name, s["name"])
+
+
+@pytest.mark.parametrize("name", ["gate-nightly-baseline.yml", "gate-calibrate.yml"])
+def test_the_bot_prs_are_opened_with_the_apps_token_not_the_jobs(name):
+    """M5: no "Allow GitHub Actions to create and approve pull requests": the job's own token
+    only reads; a GitHub App token made in the job (action pinned by SHA, this repository,
+    contents and pull requests only) pushes and opens the PR; its key is a secret of an
+    environment of its own."""
+    doc = load(name)
+    job = doc["jobs"]["update" if "nightly" in name else "store"]
+    assert job["permissions"] == {"contents": "read"} and job["environment"] == "perf-gate-bot"
+    app = step(doc, "update" if "nightly" in name else "store", "Get the perf-gate app's token")
+    assert re.fullmatch(r"actions/create-github-app-token@[0-9a-f]{40}", app["uses"])
+    assert {k for k in app["with"] if k.startswith("permission-")} == {
+        "permission-contents", "permission-pull-requests"}
+    assert "repositories" not in app["with"] and "owner" not in app["with"]
+    push = step(doc, "update" if "nightly" in name else "store", "Push a branch and open a PR")
+    assert push["env"]["GH_TOKEN"] == "${{ steps.app.outputs.token }}"
+    assert "github.token" not in json.dumps(job)
+
+
+def test_the_pr_workflows_measure_under_pull_request_target_only():
+    """M4: for pull_request_target on the default branch GitHub issues a read-only Actions
+    cache token (since 2026-06-26), so the measuring job's runtime token cannot write the
+    cache other workflows restore; the rerun, a dispatch, goes to the sandbox branch."""
+    for name in PR_WORKFLOWS:
+        on = triggers(load(name))
+        assert set(on) == {"pull_request_target"} and on["pull_request_target"]["branches"] == [
+            "main"]
+    check = load("gate-rerun.yml")["jobs"]["check"]
+    (sandbox,) = runs(check, 'gate trust check-caller --workflow gate-rerun.yml --branch')
+    assert "if" not in sandbox
