@@ -3,15 +3,18 @@ stand-in of support/fake_vllm.py (tests/integration), and finding what is left o
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import yaml
 
+from gate.measure.server import VllmServer
 from gate.plan.spec import load_plan
 from support.paths import FAKE_VLLM, FIXTURES
 
@@ -53,6 +56,20 @@ def stand_in_plan(tmp_path: Path, **changes) -> tuple[Path, str]:
     return small_plan(tmp_path, **{
         "server.model": STAND_IN_MODEL, "server.startup_timeout_s": 60,
         "server.env.PYTHONPATH": str(FAKE_VLLM), "sweep.window_s": 1, **changes})
+
+
+@contextlib.contextmanager
+def running_stand_in(tmp_path: Path, **server: object) -> Iterator[VllmServer]:
+    """A stand-in server the gate did not start (measured by URL, examined by pid), healthy,
+    its processes findable by `server.marker`; stopped, every process of it, on the way out.
+    `server` replaces fields of stand_in_plan's server spec (e.g. launch, command, env)."""
+    plan, marker = stand_in_plan(tmp_path)
+    spec = load_plan(str(plan)).server
+    spec = spec.model_copy(update={**server, "env": {**spec.env, **server.get("env", {})}})
+    with VllmServer(spec, STAND_IN_MODEL, tmp_path / "server.log", log=lambda m: None) as started:
+        started.marker = marker  # type: ignore[attr-defined]
+        yield started
+    assert wait_gone(marker) == [] and group_gone(started.pid), "the server left processes"
 
 
 def server_processes(marker: str) -> list[psutil.Process]:

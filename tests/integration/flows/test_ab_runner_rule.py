@@ -1,6 +1,6 @@
-"""The model-runner rule on the CPU, through real `gate ab` and `gate run` processes and real
-server processes that replay recorded vLLM logs (tests/support/fake_vllm.py: it reads
-VLLM_USE_V2_MODEL_RUNNER as vLLM does and prints the log of the runner that would serve).
+"""The model-runner rule on the CPU, through real `gate ab` and `gate run` processes and the
+stand-in server (tests/support/fake_vllm.py: it reads VLLM_USE_V2_MODEL_RUNNER as vLLM does
+and logs the lines of the runner that would serve, as vLLM's own logs name it).
 
 - an A/B whose two servers report different runners is refused before any cell is measured:
   an `error` verdict naming both runners, in both server modes;
@@ -16,11 +16,10 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 from support.calibrations import store_for
 from support.cli import gate_subprocess
 from support.factories import cell, make_results
-from support.paths import REPO_ROOT
+from support.vllm_helpers import stand_in_plan
 
 from gate.core.errors import EXIT_ERROR, EXIT_UNDECIDABLE
 from gate.judge.checks import planned_slots
@@ -29,21 +28,13 @@ from gate.measure.results import load_results
 from gate.plan.spec import load_plan
 from gate.runner.fingerprint import take_fingerprint
 
-FAKE = REPO_ROOT / "tests" / "support" / "fake_vllm.py"
-
 
 def fake_plan(tmp_path: Path, servers: str = "persistent") -> Path:
-    data = load_plan("cpu-smoke").model_dump(mode="json", exclude_none=True)
-    data["server"].pop("tiny_model")
-    data["server"].update(model="fake-org/fake-model", launch="command",
-                          command=[sys.executable, str(FAKE)], startup_timeout_s=60)
-    data["warmup"] = {"requests": 2, "concurrency": 2}
-    data["drain"] = {"enabled": False}
-    data["sweep"].update(levels=[2], window_s=0.5, max_window_s=5, min_requests_factor=2)
-    data["ab"] = {"servers": servers, "max_rounds": 2}
-    path = tmp_path / "plan.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
+    plan, _ = stand_in_plan(tmp_path, **{
+        "warmup": {"requests": 2, "concurrency": 2}, "drain.enabled": False,
+        "sweep.levels": [2], "sweep.window_s": 0.5, "sweep.max_window_s": 5,
+        "sweep.min_requests_factor": 2, "ab.servers": servers, "ab.max_rounds": 2})
+    return plan
 
 
 def ab(tmp_path: Path, *extra: str, servers: str = "persistent"):
