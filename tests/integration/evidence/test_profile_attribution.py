@@ -33,6 +33,9 @@ UTILS = "vllm/v1/structured_output/utils.py"
 BASE_STEPS = 4000  # loop iterations per call (per token) of each of the three steps
 SLOWED_STEPS = 16000  # fill_rows in the head: 4x the work
 
+# One worker runs the module, so its profiles are taken once (make integration: --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("profile-attribution")
+
 
 def spin_function(name: str, cost_line: str, extra: str = "", counter: str = "spins") -> str:
     """A function that does `steps` loop iterations per row in its own frame (self time):
