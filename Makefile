@@ -4,11 +4,11 @@ GATE := $(VENV)/bin/gate
 PYTEST := $(VENV)/bin/pytest
 PYTEST_OPTS := --timeout=1200 --durations=15
 # The integration tests are independent (each its own folders, git repositories, ports and
-# fake GitHub) and mostly wait on subprocesses: one worker per core halves their time. Tests
-# that share a costly module fixture (a bisect, an A/B, a corpus build) carry one
-# xdist_group, so that one worker runs them and the fixture runs once. The end-to-end tests
-# stay serial: each real vLLM server wants the whole machine.
-PARALLEL := -n auto --dist loadgroup
+# fake GitHub) and mostly wait on subprocesses: one worker per core halves their time. Each
+# module runs on one worker (loadscope), so that a module's costly fixture (a bisect, an A/B,
+# a corpus build) runs once, not once per worker. The end-to-end tests stay serial: each real
+# vLLM server wants the whole machine.
+PARALLEL := -n auto --dist loadscope
 
 .PHONY: demo test install unit integration e2e lint bench clean
 

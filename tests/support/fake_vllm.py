@@ -53,7 +53,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
 from gate.plan.bounding import NoInstance, smallest_output
-from support.openai_stream import chunk, open_stream, stream_app, usage_tail
+from support.openai_stream import chunk, open_stream, role_chunk, stream_app, usage_tail
 
 COMPILE_WHEN = ("every", "miss", "first")
 CHARS_PER_TOKEN = 2
@@ -249,6 +249,7 @@ class StandIn:
 
     async def stream(self, resp: web.StreamResponse, seq: Sequence, finish: str,
                      arrived: float, scheduled: float) -> None:
+        await resp.write(role_chunk(self.served))
         held: list[bytes] = []
         for i in range(len(seq.tokens)):
             token = await seq.out.get()

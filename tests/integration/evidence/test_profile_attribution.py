@@ -33,9 +33,6 @@ UTILS = "vllm/v1/structured_output/utils.py"
 BASE_STEPS = 4000  # loop iterations per call (per token) of each of the three steps
 SLOWED_STEPS = 16000  # fill_rows in the head: 4x the work
 
-# One worker runs the module, so its profiles are taken once (make integration: --dist loadgroup).
-pytestmark = pytest.mark.xdist_group("profile-attribution")
-
 
 def spin_function(name: str, cost_line: str, extra: str = "", counter: str = "spins") -> str:
     """A function that does `steps` loop iterations per row in its own frame (self time):
@@ -88,8 +85,6 @@ while not stop and time.perf_counter() < give_up:
 with open(sys.argv[1], "w") as f:
     json.dump(stamps, f)
 '''
-
-
 
 
 def build_repo(root: Path) -> tuple[Path, str, str]:

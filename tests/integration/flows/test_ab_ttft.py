@@ -30,8 +30,6 @@ from gate.profile.data import load_build_profile
 from gate.profile.diff_file import load_profile_diff
 
 DELAY_MS = 1000
-# Each A/B's tests on one worker, so that each A/B runs once (make integration: --dist
-# loadgroup); the two A/Bs on either worker.
 
 
 def compile_ab(tmp_path_factory, name: str, delay_ms: float, when: str, *more: str):
@@ -65,7 +63,6 @@ def ttft_failures(out) -> list[str]:
     return [c.name for c in verdict.checks if c.outcome == Outcome.FAIL and "ttft" in c.name]
 
 
-@pytest.mark.xdist_group("ttft-fifth")
 def test_a_slower_compile_fails_on_ttft_on_the_guidance_backend(a_fifth):
     proc, out = a_fifth
     assert proc.returncode == EXIT_FAIL, proc.stdout[-3000:] + proc.stderr[-2000:]
@@ -83,7 +80,6 @@ def test_a_slower_compile_fails_on_ttft_on_the_guidance_backend(a_fifth):
     assert "FAKE_VLLM_COMPILE_MS" not in load_results(out / "guidance" / "base").server.env_overrides
 
 
-@pytest.mark.xdist_group("ttft-fifth")
 def test_the_wait_is_named_as_the_wait_for_the_grammar(a_fifth, tmp_path):
     _, out = a_fifth
     verdict = load_verdict(out / "guidance" / "verdict.json")
@@ -100,7 +96,6 @@ def test_the_wait_is_named_as_the_wait_for_the_grammar(a_fifth, tmp_path):
     assert "waiting for the grammar" in text
 
 
-@pytest.mark.xdist_group("ttft-once")
 def test_the_same_time_once_per_server_start_never_fails(once_per_start):
     proc, out = once_per_start
     assert proc.returncode in (EXIT_PASS, EXIT_INCONCLUSIVE, EXIT_UNDECIDABLE), \
@@ -120,7 +115,6 @@ def test_the_same_time_once_per_server_start_never_fails(once_per_start):
         assert not [c for c in verdict.checks if c.outcome == Outcome.FAIL]
 
 
-@pytest.mark.xdist_group("ttft-once")
 def test_both_builds_are_profiled_and_a_healthy_diff_names_nothing(once_per_start):
     _, out = once_per_start
     for side in ("base", "head"):

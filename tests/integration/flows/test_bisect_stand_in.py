@@ -42,9 +42,6 @@ ENV = {"PYTHONPATH": str(FAKE_VLLM)}
 # The stand-in's slow step is over ten times its healthy one: one-second windows show it.
 PROFILE_ARGS = ["--profile-windows", "2", "--profile-window", "1"]
 
-# One worker runs the module, so its one bisect runs once (make integration: --dist loadgroup).
-pytestmark = pytest.mark.xdist_group("bisect")
-
 
 @pytest.fixture(scope="module")
 def bisected(tmp_path_factory):

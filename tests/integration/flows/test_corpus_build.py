@@ -13,9 +13,6 @@ from support.cli import gate_subprocess
 from gate.plan.corpus import CorpusFile, draw
 from gate.plan.spec import load_plan
 
-# One worker runs the module, so its one build runs once (make integration: --dist loadgroup).
-pytestmark = pytest.mark.xdist_group("corpus-build")
-
 
 @pytest.fixture(scope="module")
 def built(tiny_model_dir, tmp_path_factory):

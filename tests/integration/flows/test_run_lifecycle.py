@@ -32,8 +32,6 @@ from gate.measure.results import CellKey, load_results
 from gate.plan import workload
 
 
-# The tests of one shared server on one worker, so that it starts once (make integration:
-# --dist loadgroup).
 @pytest.fixture(scope="module")
 def stand_in_run(tmp_path_factory):
     """One `gate run` on the stand-in: (process, out folder, marker)."""
@@ -43,7 +41,6 @@ def stand_in_run(tmp_path_factory):
     return proc, tmp / "out", marker
 
 
-@pytest.mark.xdist_group("stand-in-run")
 def test_the_run_shows_its_progress_and_leaves_no_process(stand_in_run):
     proc, out, marker = stand_in_run
     assert proc.returncode == EXIT_PASS, proc.stderr[-3000:]
@@ -65,7 +62,6 @@ def test_the_run_shows_its_progress_and_leaves_no_process(stand_in_run):
     assert {"startup_s", "warmup_s", "drain_s", "sweep_s", "total_s"} <= set(results.timings_s)
 
 
-@pytest.mark.xdist_group("stand-in-run")
 def test_exports_match_the_results(stand_in_run, tmp_path):
     _, out, _ = stand_in_run
     results = load_results(out / "results.json")
@@ -167,7 +163,6 @@ def running_server(tmp_path_factory):
         yield server
 
 
-@pytest.mark.xdist_group("stand-in-by-url")
 def test_measure_running_server_with_structured_outputs_field(running_server, tmp_path):
     """--base-url measures a server started elsewhere; vLLM's own `structured_outputs` field
     and unique schemas per request work too."""
@@ -186,7 +181,6 @@ def test_measure_running_server_with_structured_outputs_field(running_server, tm
     assert running_server.death() is None  # measuring does not stop a server we did not start
 
 
-@pytest.mark.xdist_group("stand-in-by-url")
 def test_unconstrained_server_output_is_an_error_not_a_pass(running_server, tmp_path,
                                                             monkeypatch):
     """A request field the server ignores (the removed guided_json did that: HTTP 200 with
