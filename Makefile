@@ -15,9 +15,13 @@ PARALLEL := -n auto --dist loadscope
 demo: install  ## set up, then run the default cpu-smoke plan against a real vllm serve
 	$(GATE) run --out gate-out
 
+# The lint runs beside the unit tests (one process each, on two cores); its output is printed
+# once they are done, and either failing stops the target.
 test: install  ## set up, then lint and run the unit, integration and end-to-end tests
-	bash scripts/ci_lint.sh
-	$(PYTEST) -v $(PYTEST_OPTS) tests/unit
+	lint_log=$$(mktemp); bash scripts/ci_lint.sh > "$$lint_log" 2>&1 & lint=$$!; \
+	$(PYTEST) -v $(PYTEST_OPTS) tests/unit; unit=$$?; \
+	wait $$lint; lint=$$?; cat "$$lint_log"; rm -f "$$lint_log"; \
+	echo "lint: exit $$lint; unit: exit $$unit"; [ $$lint -eq 0 ] && [ $$unit -eq 0 ]
 	$(PYTEST) -v $(PYTEST_OPTS) $(PARALLEL) tests/integration
 	$(PYTEST) -v $(PYTEST_OPTS) tests/e2e
 
