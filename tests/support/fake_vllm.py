@@ -57,13 +57,17 @@ from support.openai_stream import chunk, open_stream, role_chunk, stream_app, us
 
 COMPILE_WHEN = ("every", "miss", "first")
 CHARS_PER_TOKEN = 2
-# The engine core's stand-in: titled as vLLM titles it, gone when its parent is.
+# The engine core's stand-in, titled as vLLM titles it. It lives until it is signalled, as a
+# process group's member must be stopped (so a gate that stopped the leader alone leaves it
+# behind, and a test sees that), and an orphan goes by itself after ORPHAN_S.
+ORPHAN_S = 90
 ENGINE_CORE = (
     "import os, sys, time, setproctitle\n"
     "setproctitle.setproctitle('VLLM::EngineCore')\n"
     "parent = int(sys.argv[1])\n"
     "while os.getppid() == parent:\n"
-    "    time.sleep(0.2)\n"
+    "    time.sleep(0.5)\n"
+    f"time.sleep({ORPHAN_S})\n"
 )
 
 

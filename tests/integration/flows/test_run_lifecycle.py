@@ -18,14 +18,23 @@ its processes) is tests/e2e/test_e2e_run.py's, on the README's own run.
 from __future__ import annotations
 
 import json
+import os
+import re
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 from support.cli import gate_command, gate_env, gate_in_process, gate_subprocess
 from support.paths import REPO_ROOT
-from support.vllm_helpers import running_stand_in, server_processes, stand_in_plan, wait_gone
+from support.vllm_helpers import (
+    group_gone,
+    running_stand_in,
+    server_processes,
+    stand_in_plan,
+    wait_gone,
+)
 
 from gate.core.errors import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_PASS
 from gate.measure.results import CellKey, load_results
@@ -113,16 +122,21 @@ def test_sigterm_during_the_servers_start_up_stops_its_whole_group(tmp_path):
     try:
         _wait_for_line(proc, "starting vllm serve", 60)
         deadline = time.monotonic() + 30
-        while len(server_processes(marker)) < 2 and time.monotonic() < deadline:
+        while time.monotonic() < deadline:
+            processes = server_processes(marker)
+            titles = [" ".join(p.cmdline()) for p in processes]
+            if any(t.startswith("VLLM::EngineCore") for t in titles):
+                break
             time.sleep(0.1)
-        titles = [" ".join(p.cmdline()) for p in server_processes(marker)]
         assert any(t.startswith("VLLM::EngineCore") for t in titles), titles
+        group = os.getpgid(processes[0].pid)  # the server leads its own process group
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 128 + signal.SIGTERM
     finally:
         proc.kill()
         proc.communicate()
     assert wait_gone(marker) == []
+    assert group_gone(group), "a process of the server's group outlived the gate"
 
 
 def test_a_server_that_dies_in_the_middle_of_a_drain_is_an_error(tmp_path):
@@ -139,6 +153,9 @@ def test_a_server_that_dies_in_the_middle_of_a_drain_is_an_error(tmp_path):
     assert any("server died" in e or "requests failed" in e for e in results.errors), results.errors
     assert "MEASUREMENT ERRORS" in proc.stdout
     assert wait_gone(marker) == []
+    # its engine core outlived the server's SIGKILL: the gate's stop of the group ended it
+    leader = re.search(r"\(APIServer pid=(\d+)\)", Path(results.server.log_path).read_text())
+    assert leader and group_gone(int(leader.group(1))), "the server's engine core was left"
 
 
 def test_corrupt_weights_kill_the_server_with_its_log_tail(tmp_path):
