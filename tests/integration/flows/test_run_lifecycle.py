@@ -6,7 +6,8 @@ what is the gate's own behaviour around a server, whatever serves:
   match the results;
 - a SIGTERM during the server's start-up (a cancelled CI job) stops its whole process group;
 - a server that dies in the middle of a drain, or before it is healthy (corrupt weights: the
-  log's last lines said), makes an error, never a pass, with no traceback of the gate's;
+  log's last lines said), makes an error, never a pass, with no traceback of the gate's; so
+  does one that holds its output back (streams that arrive in one piece are not decode speed);
 - a server the gate did not start, measured by URL: vLLM's own `structured_outputs` field and
   a unique schema per request; a request field the server ignores (the removed guided_json)
   makes the run an error.
@@ -156,6 +157,22 @@ def test_a_server_that_dies_in_the_middle_of_a_drain_is_an_error(tmp_path):
     # its engine core outlived the server's SIGKILL: the gate's stop of the group ended it
     leader = re.search(r"\(APIServer pid=(\d+)\)", Path(results.server.log_path).read_text())
     assert leader and group_gone(int(leader.group(1))), "the server's engine core was left"
+
+
+def test_a_server_that_holds_its_output_back_is_an_error_not_decode_speed(tmp_path):
+    """Every stream written in one piece at its end (FAKE_VLLM_HOLD_BACK: more tokens than any
+    output has): each cell is measured again, then the run is an error naming the cells."""
+    plan, marker = stand_in_plan(tmp_path, **{"sweep.levels": [2], "drain.enabled": False,
+                                              "server.env.FAKE_VLLM_HOLD_BACK": "1000"})
+    proc = gate_subprocess("run", "--plan", plan, "--out", tmp_path / "out", timeout=300)
+    assert proc.returncode == EXIT_ERROR, proc.stderr[-2000:]
+    assert "arrived coalesced" in proc.stderr and "measuring it again" in proc.stderr
+    results = load_results(tmp_path / "out")
+    assert results.status == "error"
+    stuck = [e for e in results.errors if "streams stayed coalesced" in e]
+    assert {e.split(":")[0] for e in stuck} == {"sweep guided c=2 r1", "sweep free c=2 r1"}
+    assert all(c.remeasured == results.plan.sweep.remeasure_coalesced for c in results.cells)
+    assert wait_gone(marker) == []
 
 
 def test_corrupt_weights_kill_the_server_with_its_log_tail(tmp_path):
