@@ -18,6 +18,7 @@ its processes) is tests/e2e/test_e2e_run.py's, on the README's own run.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -26,6 +27,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 from support.cli import gate_command, gate_env, gate_in_process, gate_subprocess
 from support.paths import REPO_ROOT
@@ -133,8 +135,13 @@ def test_sigterm_during_the_servers_start_up_stops_its_whole_group(tmp_path):
         group = os.getpgid(processes[0].pid)  # the server leads its own process group
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 128 + signal.SIGTERM
-    finally:
+    except BaseException:  # a failing test leaves neither the gate nor its server behind
         proc.kill()
+        for left in server_processes(marker):
+            with contextlib.suppress(psutil.NoSuchProcess):
+                left.kill()
+        raise
+    finally:
         proc.communicate()
     assert wait_gone(marker) == []
     assert group_gone(group), "a process of the server's group outlived the gate"
