@@ -87,6 +87,8 @@ with open(sys.argv[1], "w") as f:
 '''
 
 
+
+
 def build_repo(root: Path) -> tuple[Path, str, str]:
     repo = root / "repo"
     for pkg in ("vllm", "vllm/v1", "vllm/v1/structured_output"):
