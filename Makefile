@@ -4,18 +4,24 @@ GATE := $(VENV)/bin/gate
 PYTEST := $(VENV)/bin/pytest
 PYTEST_OPTS := --timeout=1200 --durations=15
 # The integration tests are independent (each its own folders, git repositories, ports and
-# fake GitHub) and mostly wait on subprocesses: one worker per core halves their time. The
-# end-to-end tests stay serial: each real vLLM server wants the whole machine.
-PARALLEL := -n auto
+# fake GitHub) and mostly wait on subprocesses: one worker per core halves their time. Each
+# module runs on one worker (loadscope), so that a module's costly fixture (a bisect, an A/B,
+# a corpus build) runs once, not once per worker. The end-to-end tests stay serial: each real
+# vLLM server wants the whole machine.
+PARALLEL := -n auto --dist loadscope
 
 .PHONY: demo test install unit integration e2e lint bench clean
 
 demo: install  ## set up, then run the default cpu-smoke plan against a real vllm serve
 	$(GATE) run --out gate-out
 
+# The lint runs beside the unit tests (one process each, on two cores); its output is printed
+# once they are done, and either failing stops the target.
 test: install  ## set up, then lint and run the unit, integration and end-to-end tests
-	bash scripts/ci_lint.sh
-	$(PYTEST) -v $(PYTEST_OPTS) tests/unit
+	lint_log=$$(mktemp); bash scripts/ci_lint.sh > "$$lint_log" 2>&1 & lint=$$!; \
+	$(PYTEST) -v $(PYTEST_OPTS) tests/unit; unit=$$?; \
+	wait $$lint; lint=$$?; cat "$$lint_log"; rm -f "$$lint_log"; \
+	echo "lint: exit $$lint; unit: exit $$unit"; [ $$lint -eq 0 ] && [ $$unit -eq 0 ]
 	$(PYTEST) -v $(PYTEST_OPTS) $(PARALLEL) tests/integration
 	$(PYTEST) -v $(PYTEST_OPTS) tests/e2e
 

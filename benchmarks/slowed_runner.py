@@ -2,7 +2,7 @@
 slower runner class: neighbour processes that spin on every core take their share of the CPU
 for as long as the command runs, then stop.
 
-    python benchmarks/slowed_runner.py                      # tests/e2e with one spinner per core (~2x slower)
+    python benchmarks/slowed_runner.py                      # the timing-sensitive tests, one spinner per core (~2x slower)
     python benchmarks/slowed_runner.py --spinners 1 -- make test
 
 With one spinner per core, every process of the suite (vLLM's worker, engine core and API
@@ -10,6 +10,8 @@ server, the gate's client) gets about half a core where it had one: the machine 
 runner about twice as slow, which is the gap measured between the two 2-core runner classes
 the suite runs on. A suite whose assertions encode one machine's speed fails here; one that
 states its expectations relative to what the base build measured in the same run passes.
+By default it runs the tests whose verdicts come from timing: tests/e2e (real vLLM) and the
+A/Bs on the stand-in server (SLOW_BY_DEFAULT).
 
 It prints the command's wall time and exit code, and exits with the command's exit code.
 It measures nothing by itself: run it alone on the machine.
@@ -26,6 +28,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+SLOW_BY_DEFAULT = ["tests/e2e", "tests/integration/flows/test_ab_ttft.py",
+                   "tests/integration/flows/test_bisect_stand_in.py",
+                   "tests/integration/flows/test_ab_runner_rule.py"]
 
 
 def spin() -> None:
@@ -37,10 +42,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--spinners", type=int, default=os.cpu_count() or 1,
                         help="neighbour processes that spin (default: one per core)")
-    parser.add_argument("command", nargs="*", help="the command (default: pytest tests/e2e)")
+    parser.add_argument("command", nargs="*",
+                        help="the command (default: pytest of SLOW_BY_DEFAULT)")
     args = parser.parse_args()
     command = args.command or [sys.executable, "-m", "pytest", "-v", "--durations=20",
-                               "tests/e2e"]
+                               *SLOW_BY_DEFAULT]
     spinners = [mp.Process(target=spin, daemon=True) for _ in range(args.spinners)]
     for p in spinners:
         p.start()

@@ -9,6 +9,7 @@ cache misses: docs/compare.md#time-to-first-token-and-grammar-compilation)."""
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import random
 from dataclasses import dataclass
@@ -29,11 +30,18 @@ __all__ = ["PERSON_SCHEMA", "base_schema", "output_length_bounds", "prompts", "r
 
 def base_schema(spec: WorkloadSpec) -> dict[str, Any]:
     schema = resolve_schema(spec.json_schema)
+    _check_schema(json.dumps(schema, sort_keys=True))
+    return schema
+
+
+@functools.lru_cache(maxsize=64)
+def _check_schema(text: str) -> None:
+    """Checked once per schema (a failure is not cached): a check costs milliseconds, and the
+    client builds every guided request's body on its event loop, while streams are in flight."""
     try:
-        Draft202012Validator.check_schema(schema)
+        Draft202012Validator.check_schema(json.loads(text))
     except SchemaError as exc:
         raise GateError(f"workload.json_schema is not a valid JSON schema: {exc.message}") from None
-    return schema
 
 
 def unique_variant(schema: dict[str, Any], index: int) -> dict[str, Any]:

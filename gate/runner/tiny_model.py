@@ -103,7 +103,7 @@ def build(spec: TinyModelSpec, out: Path) -> Path:
             eos_token_id=tokenizer.eos_token_id,
             pad_token_id=tokenizer.pad_token_id,
             tie_word_embeddings=False,
-            torch_dtype="float32",  # type: ignore[call-arg]  # a PretrainedConfig kwarg, not in LlamaConfig's typed signature
+            torch_dtype="float32",  # a PretrainedConfig kwarg, not in LlamaConfig's signature
         )
         torch.manual_seed(spec.seed)
         model = LlamaForCausalLM(config)

@@ -6,9 +6,9 @@ runner), the A/B is the README's own (`readme_run`): it must fail on the guided 
 free arm alone, profile both builds and name the slowed function, whether this runner has a
 calibration (the sequential test) or not (one screening block: the fixture's effect is gross).
 Every expectation is stated relative to what the base build measured in the same run, so that
-it holds on a slow runner as on a fast one. A healthy build against one that differs only in a
-one-time delay (tests/e2e/test_e2e_ttft.py) must never fail, and its profile diff must name
-nothing.
+it holds on a slow runner as on a fast one. Both builds are profiled, every one of vLLM's
+serving processes. The healthy A/B that must never fail, and whose profile diff names nothing,
+is tests/integration/flows/test_ab_ttft.py's, on the stand-in server.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from gate.core.errors import EXIT_FAIL
 from gate.flows.ab_state import STATE_FILE, load_state
 from gate.judge.verdict import Outcome, load_verdict
 from gate.measure.results import load_results
+from gate.profile.data import load_build_profile
 
 pytestmark = pytest.mark.vllm
 
@@ -76,3 +77,12 @@ def test_the_head_alone_fails_a_guided_free_bound_set_from_the_base(readme_run, 
     failing = [c["name"] for c in verdict["checks"] if c["outcome"] == "fail"]
     assert verdict["mode"] == "absolute" and failing
     assert all(name.startswith("bound.") for name in failing)
+
+
+def test_every_serving_process_of_both_builds_was_profiled(readme_run):
+    folder, _ = readme_run
+    for arm in ("base", "head"):
+        profile = load_build_profile(folder / "gate-ab" / arm / "profile")
+        assert [p.role for p in profile.processes] == ["APIServer", "EngineCore", "Worker"]
+        assert len(profile.windows) >= 2 and all(w.output_tokens > 0 for w in profile.windows)
+        assert (folder / "gate-ab" / arm / "profile" / "profile.speedscope.json").is_file()

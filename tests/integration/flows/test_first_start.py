@@ -8,7 +8,7 @@ import sys
 
 import pytest
 from support.fake_plan import fake_plan
-from support.fake_vllm import EXIT_ENV
+from support.fake_vllm import DIE_AT_START as EXIT_ENV
 
 from gate.core.progress import Progress
 from gate.flows.first_start import Candidate, FirstStartFailed, first_starts, needed, record_path

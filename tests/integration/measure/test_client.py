@@ -1,25 +1,16 @@
 """The streaming client against a real HTTP server on 127.0.0.1 that speaks vLLM's SSE format
-(a stand-in for one function's unit test; the end-to-end tests use a real vllm serve)."""
+(support/openai_stream.py), in this process, so that a test can count what it saw."""
 
 import asyncio
-import json
 import socket
 import threading
 import time
 
 import pytest
 from aiohttp import web
+from support.openai_stream import chunk, open_stream, role_chunk, usage_tail
 
 from gate.measure.client import Request, SteadyWindow, run_closed_loop, run_window
-
-
-def sse(obj) -> bytes:
-    return b"data: " + json.dumps(obj).encode() + b"\n\n"
-
-
-def chunk(text=None, finish=None):
-    delta = {"content": text} if text is not None else {"role": "assistant", "content": ""}
-    return {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
 
 
 class FakeVllm:
@@ -36,19 +27,16 @@ class FakeVllm:
             return web.json_response({"error": "bad"}, status=self.status)
         self.in_flight += 1
         self.peak = max(self.peak, self.in_flight)
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await resp.prepare(request)
-        await resp.write(sse(chunk()))
+        resp = await open_stream(request)
+        await resp.write(role_chunk())
         for i in range(self.tokens):
             await asyncio.sleep(self.delay)
             last = i == self.tokens - 1
-            # Two events in one write: the client must split them itself.
-            await resp.write(sse(chunk(f"t{i}", "stop" if last else None)) + (b"" if not last else b""))
+            await resp.write(chunk(f"t{i}", "stop" if last else None))
         self.in_flight -= 1
         if self.break_stream:
             return resp
-        usage = {"prompt_tokens": 3, "completion_tokens": self.tokens, "total_tokens": 3 + self.tokens}
-        await resp.write(sse({"choices": [], "usage": usage}) + b"data: [DONE]\n\n")
+        await resp.write(usage_tail(self.tokens, prompt_tokens=3))
         assert body["stream"] is True
         return resp
 

@@ -1,14 +1,16 @@
-"""`gate doctor` as a real subprocess on fixture trees of /proc and cgroups: exit codes,
---strict, --json, and clear errors for bad input."""
+"""`gate doctor` as a real subprocess on fixture trees of /proc and cgroups, and on a running
+stand-in server: exit codes, --strict, --json, and clear errors for bad input."""
 
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 from support.cli import gate_subprocess
 from support.paths import FIXTURES
 from support.trees import fake_process, write
+from support.vllm_helpers import running_stand_in
 
 from gate.core.errors import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_PASS
 from gate.runner.doctor import DoctorReport
@@ -66,6 +68,29 @@ def test_cli_reads_a_server_from_a_proc_fixture(tmp_path):
     assert "3 threads" in found["server.busy_threads_oversubscribed"].title
     assert "0.0625 MiB" in found["memory.memlock"].title  # the server's limit, not ours
     assert found["vllm.version"].title.endswith("V1 model runner")
+
+
+def test_cli_finds_a_live_server_pinned_to_one_cpu_oversubscribed(tmp_path):
+    """A running stand-in server (support/fake_vllm.py) pinned to CPU 0 with
+    OMP_NUM_THREADS=4: its engine core logs the torch pool vLLM leaves it (2: torch caps the
+    variable at the host's cores) and runs on one CPU; the doctor reads both, from the real
+    /proc and the log the server writes to."""
+    assert (os.cpu_count() or 1) >= 2, "needs 2+ cores: torch caps OMP_NUM_THREADS at them"
+    pinned = {"launch": "command", "env": {"OMP_NUM_THREADS": "4"},
+              "command": ["taskset", "-c", "0", sys.executable, "-m", "vllm.entrypoints.cli.main",
+                          "serve"]}
+    with running_stand_in(tmp_path, **pinned) as server:
+        proc = gate_subprocess("doctor", "--server-pid", str(server.pid), "--strict", "--no-probe",
+                               "--out", tmp_path / "d.json")
+    assert proc.returncode == EXIT_ERROR, proc.stdout + proc.stderr
+    report = DoctorReport.model_validate_json((tmp_path / "d.json").read_text())
+    found = {f.id: f for f in report.findings}
+    over = found["server.torch_pool_oversubscribed"]
+    assert "OMP_NUM_THREADS=1" in over.fix and "fix: set OMP_NUM_THREADS=1" in proc.stdout
+    assert "VLLM::EngineCore" in over.detail and "leaving Torch threads at 2" in over.detail
+    table = found["server.processes"].detail.splitlines()
+    assert len(table) == 2 and all(": CPUs 0," in line for line in table)  # read from /proc
+    assert report.served.vllm_version == "0.0.0+standin"
 
 
 @pytest.mark.parametrize("args, message", [

@@ -1,6 +1,6 @@
 """The shipped PR and rerun workflows, job by job as the runner lays them out
 (support/workflow_job.py), against the local GitHub server and stand-in vLLM servers
-(support/fake_vllm.py, launched by the plan as vLLM would be):
+(support/fake_vllm.py, launched as vLLM is):
 
 - an undecided A/B (a runner with no calibration screens one block, nothing gross) of a change
   to a watched hot path never leaves a green check: the measuring job fails and the comment
@@ -20,7 +20,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-import yaml
+from support import vllm_helpers
 from support.factories import cell, make_results
 from support.fake_github import TOKEN
 from support.gitrepo import commit, git, init
@@ -35,7 +35,6 @@ from gate.measure.results import save_results
 from gate.plan.spec import load_plan
 from gate.runner.fingerprint import take_fingerprint
 
-FAKE = REPO_ROOT / "tests" / "support" / "fake_vllm.py"
 UTILS = "vllm/v1/structured_output/utils.py"
 PR = 7
 # The hash-pinned installs of the gate in the token jobs: the gate under test is on PATH here
@@ -44,21 +43,16 @@ INSTALLS = {"Install the gate (hash-pinned, no token)"}
 
 
 def stand_in_plan(folder: Path, **ab) -> Path:
-    plan = load_plan("cpu-smoke")
-    data = plan.model_dump(mode="json", exclude_none=True)
-    # cpu-smoke's null thresholds stay null (not judged); the stand-in's TTFT is a few
-    # milliseconds of event loop, which a loaded runner can move by half: not judged here
-    data["thresholds"] = {**plan.thresholds.model_dump(mode="json"), "ttft_p50_pct": None,
-                          "ttft_tail_pct": None, "ttft_wait_pct": None}
-    data["server"].pop("tiny_model")
-    data["server"].update(model="fake-org/fake-model", launch="command",
-                          command=[sys.executable, str(FAKE)], startup_timeout_s=60)
-    data["warmup"] = {"requests": 2, "concurrency": 2}
-    data["drain"] = {"enabled": False}
-    data["sweep"].update(levels=[2], window_s=0.5, max_window_s=5, min_requests_factor=2)
-    data["ab"] = {"servers": "persistent", "max_rounds": 4, **ab}
-    path = folder / "plan.yaml"
-    path.write_text(yaml.safe_dump(data))
+    """The stand-in server (launched as vLLM is), one sweep level, no drain; cpu-smoke's null
+    thresholds stay null, and the stand-in's TTFT (a few milliseconds of event loop, which a
+    loaded runner can move by half) is not judged here."""
+    thresholds = {**load_plan("cpu-smoke").thresholds.model_dump(mode="json"),
+                  "ttft_p50_pct": None, "ttft_tail_pct": None, "ttft_wait_pct": None}
+    path, _ = vllm_helpers.stand_in_plan(folder, **{
+        "warmup": {"requests": 2, "concurrency": 2}, "drain.enabled": False,
+        "sweep.levels": [2], "sweep.window_s": 0.5, "sweep.max_window_s": 5,
+        "sweep.min_requests_factor": 2, "thresholds": thresholds,
+        "ab": {"servers": "persistent", "max_rounds": 4, **ab}})
     return path
 
 

@@ -1,20 +1,16 @@
-"""`gate bisect` end to end on CPU with real vLLM servers, over a git repository of the
-installed vLLM's structured-output files (support.vllm_bisect_repo.SHORT: three commits, the
-first adds host work per engine step in five hunks, the second does not import, the third
-fixes it).
+"""`gate bisect --hunks` as a user runs it, with real A/Bs on the stand-in server
+(support/fake_vllm.py), over a git repository of the stand-in package
+(support.vllm_bisect_repo.STAND_IN: three commits, the first adds host work to every engine
+step with guided rows in five hunks, the second does not import, the third fixes it).
 
-One bisect with `--hunks`, cancelled with SIGTERM once the endpoints are confirmed and run
-again to the end: it names the slow commit (two A/Bs: the endpoints and the slow commit, whose
-parent is the good commit; the commit that does not import costs an import check, no server),
-then delta-debugs that commit's five hunks against the good build. Cheap on purpose (each
-server start is about a minute on a slow 2-core runner): a drain-only plan with one short
-window per build and round, one block of two rounds on one server pair (both started
-together), eager mode (no torch.compile warm-up), and the slow commit's own step standing for
-its whole change: three server pairs in all (the endpoints, the slow commit, the blamed hunk
-alone). There is no calibration for this plan, so each A/B screens for gross slowdowns. The
-search over a longer history (the step order, ceil(log2 n) steps, a fast commit screened "no
-gross slowdown") is tested without vLLM (tests/integration/flows/test_bisect_*flow.py), and
-over eight commits with real servers by benchmarks/bisect_run.py.
+One bisect, cancelled with SIGTERM once the endpoints are confirmed and run again to the end:
+it names the slow commit (two A/Bs: the endpoints and the slow commit, whose parent is the
+good commit; the commit that does not import costs an import check, no server), then
+delta-debugs that commit's five hunks against the good build, the profile diff of the slow
+step ranking the slow hunk first: three server pairs in all (the endpoints, the slow commit,
+the blamed hunk alone). There is no calibration for this plan, so each A/B screens for gross
+slowdowns. Every build is a real overlay of the repository's files over the stand-in package
+(docs/bisect.md#how-a-step-is-installed), served by the process the gate starts.
 """
 
 from __future__ import annotations
@@ -28,48 +24,53 @@ from pathlib import Path
 
 import pytest
 from support.cli import gate_command, gate_env, gate_subprocess
-from support.paths import REPO_ROOT
+from support.paths import FAKE_VLLM, REPO_ROOT
 from support.vllm_bisect_repo import (
     PLAN_CHANGES,
-    PROFILE_ARGS,
-    SHORT,
     SLOW_HUNK_MARK,
+    STAND_IN,
     UTILS,
     build_repo,
 )
-from support.vllm_helpers import small_plan, wait_gone
+from support.vllm_helpers import stand_in_plan, wait_gone
 
 from gate.core.errors import EXIT_FAIL, EXIT_TERMINATED
 from gate.evidence.bisect_record import BisectResult, BisectState, HunksResult
 
-pytestmark = pytest.mark.vllm
+# The gate finds the installed build (the overlays' base) on its own PYTHONPATH.
+ENV = {"PYTHONPATH": str(FAKE_VLLM)}
+# The stand-in's slow step is over ten times its healthy one: one-second windows show it.
+PROFILE_ARGS = ["--profile-windows", "2", "--profile-window", "1"]
+
 
 @pytest.fixture(scope="module")
-def bisected(tiny_model_dir, tmp_path_factory):
+def bisected(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("bisect")
-    repo = build_repo(tmp, SHORT)
-    plan, marker = small_plan(tmp, **PLAN_CHANGES)
+    repo = build_repo(tmp, STAND_IN)
+    plan, marker = stand_in_plan(tmp, **PLAN_CHANGES, **{
+        "drain.window_s": 1, "server.env.FAKE_VLLM_GUIDED_STEP_MS": "1"})
     out = tmp / "out"
     args = ["bisect", "--repo", str(repo.path), "--good", repo.good, "--bad", repo.bad,
             "--hunks", "--plan", str(plan), "--out", str(out), *PROFILE_ARGS]
     cancelled = _cancel_after_endpoints(args, out / "bisect-state.json")
     assert wait_gone(marker) == [], "a server outlived the cancelled bisect"
+    assert (out / "bisect-state.json").is_file(), cancelled.stderr[-3000:]
     state_then = BisectState.model_validate_json((out / "bisect-state.json").read_text())
-    proc = gate_subprocess(*args, timeout=1800)
+    proc = gate_subprocess(*args, env=ENV, timeout=600)
     assert wait_gone(marker) == []
     return repo, out, cancelled, state_then, proc
 
 
 def _cancel_after_endpoints(args: list[str], state: Path) -> subprocess.CompletedProcess:
-    proc = subprocess.Popen(gate_command(*args), cwd=REPO_ROOT, env=gate_env(),
+    proc = subprocess.Popen(gate_command(*args), cwd=REPO_ROOT, env=gate_env(ENV),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 1200
+    deadline = time.monotonic() + 300
     while time.monotonic() < deadline and proc.poll() is None:
         if state.is_file() and json.loads(state.read_text())["steps"]:
             proc.send_signal(signal.SIGTERM)
             break
-        time.sleep(0.5)
-    out, err = proc.communicate(timeout=300)
+        time.sleep(0.2)
+    out, err = proc.communicate(timeout=120)
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
