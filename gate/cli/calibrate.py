@@ -43,6 +43,15 @@ def add_parser(sub) -> None:
                    help="measure nothing: add the runs of the calibrations in DIR (another "
                    "runner's, a CI artifact) to those in --noise-dir; a broken file stops it "
                    "before anything is written")
+    p.add_argument("--add", type=Path, metavar="DIR",
+                   help="measure nothing: add what a finished gate ab folder DIR measured to "
+                   "the calibration in --noise-dir, as --trusted says (the explicit step a "
+                   "trusted workflow runs; a PR's A/B never writes a calibration)")
+    p.add_argument("--trusted", choices=calibrate.TRUSTED,
+                   help="with --add: both = DIR is an A/A of one trusted build (a nightly run "
+                   "of the default branch), its paired rounds are added like a calibration's; "
+                   "base = DIR's base is a trusted build, only its own round-to-round spreads "
+                   "are added")
     # The plan changes `gate ab` takes that shape what a calibration is of: its advice names
     # the same flags, so the calibration it asks for is the one it will find.
     p.add_argument("--drain-requests", type=int, help="override drain.requests")
@@ -70,6 +79,10 @@ def calibrated_plan(args) -> Plan:
 def handle(args, settings: Settings) -> int:
     if args.merge:
         return merge(args.merge, args.noise_dir)
+    if args.add:
+        return add(args.add, args.trusted, args.noise_dir)
+    if args.trusted:
+        raise GateError("--trusted goes with --add DIR")
     plan = calibrated_plan(args)
     build = ab.Build("build", ab.resolve_python(args.python), assignments(args.env, "--env"))
     done = calibrate.calibrate(calibrate.CalibrateOptions(
@@ -112,4 +125,21 @@ def merge(source: Path, target: Path) -> int:
             written = store_run(target, calibration.identity, run)
         print(f"{path.name}: {len(calibration.runs)} run(s) of {calibration.plan} on "
               f"{calibration.runner_key!r} -> {written}")
+    return 0
+
+
+def add(folder: Path, trusted: str | None, target: Path) -> int:
+    """Add a finished A/B's trusted data to the calibration of its plan and runner."""
+    if trusted is None:
+        raise GateError("--add needs --trusted both (an A/A of one trusted build) or --trusted "
+                        "base (an A/B whose base is a trusted build): the gate cannot tell "
+                        "which code is trusted, the workflow that calls it can")
+    if not (folder / "base" / "results.json").is_file():
+        raise GateError(f"--add {folder}: no base/results.json there (a folder gate ab wrote "
+                        "is needed)")
+    added = calibrate.trusted_run(folder, trusted, shlex.join(["gate", *sys.argv[1:]]))
+    path = store_run(target, added.key, added.run)
+    what = ("paired A/A rounds" if trusted == "both" else "the base build's own spreads")
+    print(f"added {what} of {added.rounds} rounds ({len(added.run.checks)} checks) from "
+          f"{folder} to {path}")
     return 0

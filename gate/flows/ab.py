@@ -11,18 +11,19 @@ servers:
 - `ab.servers: per_round` (GPU plans, where two servers do not fit): a fresh server per build
   and round, one at a time.
 
-Before the first round the design is fixed from the runner's calibration (gate.judge
-.ab_design): how many blocks at most, what they cost, whether the budget holds them; without
-a calibration, or with a budget too small, nothing is measured (CannotDecide, exit 5). After
-every round the rounds so far are judged (gate.judge.compare); the A/B stops when the verdict
-is decided, when the measurement breaks, at the design's last block, or before a block that
-would end past the budget. `OUT/ab-state.json` keeps the design, so `resume` adds blocks to the
-same sequential test instead of starting a new one.
+Before the first round the design is fixed (gate.judge.ab_design): sized by the runner's
+calibration when one applies, else the plan's limits, the test then learning the runner's
+noise from its own blocks. After every round the rounds so far are judged (gate.judge
+.compare); the A/B stops when the verdict is decided, when the measurement breaks, at the
+design's last block, or before a block that would end past the budget. `OUT/ab-state.json`
+keeps the design, so `resume` adds blocks to the same sequential test instead of starting a
+new one.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -41,8 +42,8 @@ from gate.flows.ab_state import (
     save_state,
 )
 from gate.flows.diff_artifacts import ProfilePair, write_diff
-from gate.judge.ab_design import CALIBRATION_BLOCKS, TooNoisy, Uncalibrated, design_ab
-from gate.judge.compare import NO_CALIBRATION, ABReference, ScreeningReference, compare_results
+from gate.judge.ab_design import design_ab
+from gate.judge.compare import ABReference, compare_results
 from gate.judge.noise import CalibrationCost, Noise, noise_dirs, noise_for, runner_key
 from gate.judge.verdict import Outcome, Verdict
 from gate.measure.measured_build import (
@@ -53,6 +54,7 @@ from gate.measure.measured_build import (
     start_server,
 )
 from gate.measure.results import Results, ServerInfo, load_results, save_results
+from gate.measure.server import paused
 from gate.plan import runner_pin
 from gate.plan.spec import Plan
 from gate.plan.thresholds import Thresholds
@@ -107,8 +109,8 @@ class ABOptions:
     noise_dirs: list[Path] | None = None  # None: ./baselines/noise; the cache's always
     progress: Progress = field(default_factory=lambda: Progress(quiet=True))
     profiling: Profiling = field(default_factory=lambda: Profiling(policy="never"))
-    # Without a calibration: measure one block and fail gross effects only (docs/compare.md,
-    # "Screening without a calibration"), then stop naming the fix; False: stop at once.
+    # Without a calibration: run the test on the run's own noise; False: stop before measuring
+    # (Uncalibrated, exit 5: gate ab --calibrate calibrates first).
     screen: bool = True
 
 
@@ -240,7 +242,6 @@ class ABRun:
     pair_s: list[float] = field(default_factory=list)
     round_s: list[float] = field(default_factory=list)
     verdict: Verdict | None = None
-    screening: str | None = None  # why one block judges gross effects only; None: the test
 
     @property
     def blocks(self) -> int:
@@ -255,16 +256,18 @@ class ABRun:
 
     def judge(self) -> Verdict:
         base, path = self.results("base"), str(self.out / "base" / "results.json")
-        reference = ABReference(base, path) if self.screening is None else \
-            ScreeningReference(base, path, self.screening)
         self.verdict = compare_results(
-            self.results("head"), reference, self.thresholds, noise=self.noise,
+            self.results("head"), ABReference(base, path), self.thresholds, noise=self.noise,
             head_path=str(self.out / "head" / "results.json"))
         return self.verdict
 
     def launch(self, side: Side, server_dir: str) -> Launch:
-        return Launch(side.label, side.out / server_dir, self.cache_dir, side.build.python,
-                      side.build.env)
+        cpus = split_cpus(side.label, self.blocks) if self.plan.ab.isolation == "split" else None
+        env = dict(side.build.env)
+        if cpus is not None:  # vLLM's CPU worker binds its OpenMP threads to these
+            env.setdefault("VLLM_CPU_OMP_THREADS_BIND", ",".join(str(c) for c in cpus))
+        return Launch(side.label, side.out / server_dir, self.cache_dir, side.build.python, env,
+                      cpus=cpus)
 
     @contextlib.contextmanager
     def blame(self, side: Side) -> Iterator[None]:
@@ -287,69 +290,22 @@ class ABRun:
 
 
 def ab(options: ABOptions) -> ABResult:
-    """Run one A/B from its first round: fix the design from the runner's calibration (or raise
-    CannotDecide before measuring), then measure blocks until decided."""
+    """Run one A/B from its first round: fix the design (from the runner's calibration, or the
+    plan's limits when none applies), then measure blocks until decided."""
     plan, thresholds = options.plan, options.thresholds or options.plan.thresholds
     sides = {b.label: make_side(plan, b, options.out, options.cache_dir)
              for b in (options.base, options.head)}
     noise = noise_for(noise_dirs(options.noise_dirs, options.cache_dir), plan.name,
                       plan.measurement_hash(), sides["head"].fingerprint)
-    screening: str | None = None  # why one block judges gross effects only
-    try:
-        design, why = FixedDesign.of(design_ab(plan, thresholds, noise)), None
-    except (Uncalibrated, TooNoisy) as exc:
-        # Thresholds out of reach on this runner: gross effects can still be judged.
-        if not options.screen:
-            raise
-        why, screening = exc, _screening_reason(exc)
-        design = _screening_design(plan, screening)
+    design = FixedDesign.of(design_ab(plan, thresholds, noise,
+                                      require_calibration=not options.screen))
     options.progress(f"design: {design.description}")
-    if why is not None:
-        # what would decide (or what to calibrate) before the block is spent, not only after
-        options.progress(f"  before screening: {why}")
+    if design.note:
+        options.progress(f"  note: {design.note}")
     abrun = ABRun(plan, thresholds, noise, design, sides, options.out, options.cache_dir,
                   options.progress, Profiler(plan, options.out, options.profiling,
-                                              options.progress),
-                  screening=screening)
-    result = _finish(abrun, _start_state(abrun))
-    if why is not None and result.verdict.outcome == Outcome.INCONCLUSIVE:
-        message = screened_message(result.verdict, why)
-        raise Uncalibrated(message, why.more_blocks) if isinstance(why, Uncalibrated) \
-            else TooNoisy(message)
-    return result
-
-
-def _screening_reason(exc: Exception) -> str:
-    return TooNoisy.reason if isinstance(exc, TooNoisy) else NO_CALIBRATION
-
-
-def _screening_design(plan: Plan, why: str = NO_CALIBRATION) -> FixedDesign:
-    """One block, judged for gross effects only: what a runner whose noise cannot decide the
-    thresholds (none measured, or too much) can still say."""
-    block = plan.ab.rounds_per_block
-    return FixedDesign(rounds_per_block=block, max_rounds=block, description=(
-        f"screening: {why}, so one block of {block} rounds on one "
-        "server pair, failing only gross effects (docs/compare.md, \"Screening without a "
-        "calibration\")"))
-
-
-def screened_message(verdict: Verdict, why: Uncalibrated | TooNoisy) -> str:
-    """What a screened block that found nothing gross says: the largest change it saw, what
-    is missing, and what calibrating costs on this runner, from the block it just measured
-    (a calibration block is the same pair of server starts and rounds)."""
-    worst_check = max((c for c in verdict.checks if c.kind == "relative"),
-                      key=lambda c: abs(c.delta_pct or 0.0), default=None)
-    seen = (f"; the largest change seen: {worst_check.label} {worst_check.delta_pct:+.1f}%"
-            if worst_check is not None else "")
-    if isinstance(why, TooNoisy):
-        return (f"screened one block: no gross slowdown{seen}. Smaller changes, and any pass, "
-                f"need a plan this runner can decide: {why}")
-    wall = verdict.runner_seconds.get("wall")
-    blocks = why.more_blocks or CALIBRATION_BLOCKS
-    cost = (f". This block took {wall:.0f} s, so {blocks} calibration blocks take about "
-            f"{blocks * wall / 60:.0f} runner minutes here" if wall else "")
-    return (f"screened one block: no gross slowdown{seen}. Smaller changes, and any pass, need "
-            f"this runner's calibration: {why}{cost}")
+                                              options.progress))
+    return _finish(abrun, _start_state(abrun))
 
 
 def _start_state(abrun: ABRun) -> ABState:
@@ -464,19 +420,37 @@ def _block(abrun: ABRun, judge: bool) -> bool:
     return _per_round_block(abrun, judge)
 
 
+def split_cpus(label: str, block: int, cpus: set[int] | None = None) -> tuple[int, ...]:
+    """ab.isolation split: the half of the gate's CPUs this build's server gets in this block
+    (0-based). The halves swap every block, so neither build always has the same cores."""
+    every = sorted(cpus if cpus is not None else os.sched_getaffinity(0))
+    if len(every) < 2:
+        raise GateError("ab.isolation split needs at least 2 CPUs (this runner has "
+                        f"{len(every)}): use shared or paused")
+    half = len(every) // 2
+    first = (label == "base") == (block % 2 == 0)
+    return tuple(every[:half] if first else every[half:])
+
+
+def _start_order(abrun: ABRun) -> tuple[str, str]:
+    """Which build's server starts (and warms up) first: it swaps every block, so a start-order
+    effect lands on both builds alike."""
+    return ("base", "head") if abrun.blocks % 2 == 0 else ("head", "base")
+
+
 def _persistent_block(abrun: ABRun, judge: bool) -> bool:
     started = time.monotonic()
     name = f"block{abrun.blocks + 1}"
     with contextlib.ExitStack() as stack:
         launched = {}
-        for label in ("base", "head"):  # both start before either is waited for
+        for label in _start_order(abrun):  # both start before either is waited for
             side = abrun.sides[label]
             with abrun.blame(side):
                 launched[label] = start_server(abrun.plan, abrun.launch(side, name), side.info,
                                                abrun.progress)
             stack.callback(launched[label].server.stop)
         sessions = {}
-        for label in ("base", "head"):
+        for label in _start_order(abrun):
             side = abrun.sides[label]
             with abrun.blame(side):
                 sessions[label] = stack.enter_context(open_measured_build(
@@ -494,28 +468,39 @@ def _persistent_block(abrun: ABRun, judge: bool) -> bool:
             if stop:
                 break
         profiled = abrun.profiler.seconds
-        if abrun.verdict is not None and _last_block(abrun, stop) and _profile_wanted(abrun):
+        if abrun.verdict is not None and _last_block(abrun, stop):
             abrun.profiler.maybe(abrun.verdict, sessions)
         measured += abrun.profiler.seconds - profiled
     abrun.pair_s.append(time.monotonic() - started - measured)
     return stop
 
 
-def _profile_wanted(abrun: ABRun) -> bool:
-    """A screening block that found no gross effect ends in "calibrate first": profiling it
-    would only cost time, unless profiling was asked for whatever the outcome."""
-    return not (abrun.screening and abrun.verdict is not None
-                and abrun.verdict.outcome != Outcome.FAIL
-                and abrun.profiler.profiling.policy == "auto")
-
-
 def _alternating_round(abrun: ABRun, base: MeasuredBuild, head: MeasuredBuild) -> None:
+    """One round: every cell on both builds, next to each other. Which build goes first flips
+    from cell to cell and, for each cell, from round to round (ABBA per cell: a cell's build
+    order is never the same in two rounds of a block); with ab.isolation paused, the other
+    build's server is stopped while one measures."""
     r = abrun.rounds
     abrun.progress(f"A/B round {r + 1} of at most {abrun.max_rounds}")
-    for i, cell in enumerate(cells_for_repeat(abrun.plan, r)):
-        for session in ((base, head) if (r + i) % 2 == 0 else (head, base)):
-            with abrun.blame(abrun.sides[session.label]):
+    order = cell_order(abrun.plan)
+    pause = abrun.plan.ab.isolation == "paused"
+    for cell in cells_for_repeat(abrun.plan, r):
+        first = (r + order[_identity(cell)]) % 2 == 0
+        for session, other in ((base, head), (head, base)) if first else ((head, base),
+                                                                         (base, head)):
+            with abrun.blame(abrun.sides[session.label]), \
+                    paused(other.server_pid if pause else None):
                 session.measure(cell)
+
+
+def _identity(cell) -> tuple[str, str, int]:
+    return cell.key.phase, cell.key.arm, cell.key.concurrency
+
+
+def cell_order(plan: Plan) -> dict[tuple[str, str, int], int]:
+    """A stable index per cell (its place in round 1): the build order of a cell depends on
+    it and the round only, not on where the interleaved sweep puts the cell in a round."""
+    return {_identity(c): i for i, c in enumerate(cells_for_repeat(plan, 0))}
 
 
 def _per_round_block(abrun: ABRun, judge: bool) -> bool:
@@ -539,7 +524,7 @@ def _per_round_block(abrun: ABRun, judge: bool) -> bool:
         stop = _after_round(abrun, judge, measured)
         if stop:
             break
-    if abrun.verdict is not None and _last_block(abrun, stop) and _profile_wanted(abrun):
+    if abrun.verdict is not None and _last_block(abrun, stop):
         _profile_fresh_pair(abrun)
     return stop
 

@@ -29,7 +29,7 @@ from gate.evidence.bisect_record import Measured
 from gate.evidence.bisection import deciding_effect
 from gate.flows import ab
 from gate.flows.ab_state import STATE_FILE, load_state
-from gate.judge.ab_design import TooNoisy, Uncalibrated
+from gate.judge.ab_design import Uncalibrated
 from gate.judge.verdict import Outcome, Verdict
 from gate.plan.spec import Plan
 from gate.plan.thresholds import Thresholds
@@ -103,7 +103,7 @@ def _call(start, out: Path) -> ABRun:
     began = time.monotonic()
     try:
         result = start()
-    except (Uncalibrated, TooNoisy) as exc:  # one screening block, no gross slowdown
+    except Uncalibrated as exc:  # a runner that must be calibrated first (screen=False)
         state = out / STATE_FILE
         return ABRun(None, None, time.monotonic() - began, screened=str(exc),
                      screened_rounds=load_state(state).rounds_done if state.is_file() else 0)
