@@ -253,10 +253,10 @@ def pool(runs: Iterable[CalibrationRun], name: str, design: CalibrationDesign) -
         if c.side_within_sd is not None and c.side_within_df:
             side_ss, side_df = side_ss + c.side_within_df * c.side_within_sd**2, \
                 side_df + c.side_within_df
-        if len(c.block_means) < 2:
-            continue
         if c.within_sd is not None and c.within_df:
             within_ss, within_df = within_ss + c.within_df * c.within_sd**2, within_df + c.within_df
+        if len(c.block_means) < 2:
+            continue
         m = np.asarray(c.block_means)
         block_ss += float(((m - m.mean()) ** 2).sum())
         block_df, blocks, used = block_df + m.size - 1, blocks + m.size, used + 1

@@ -298,20 +298,20 @@ def run_paths(badness: np.ndarray, spec: CheckSpec, design: Design,
     paths = _Paths.empty(b.shape[0])
     size = design.rounds_per_block
     blocks = min(b.shape[1] // size, design.max_blocks)
-    if blocks >= 1:
-        _gross_look(b[:, :size], spec, paths)
-    fail_levels = pass_levels = None
+    if blocks < 1:
+        return paths
+    _gross_look(b[:, :size], spec, paths)
+    sums = _Sums.of(b[:, : blocks * size], None if base is None else
+                    np.atleast_2d(base)[:, : blocks * size], design)
+    levels = None
     if blocks >= FIRST_LOOK or design.max_blocks == 1:
         df = spec.prior.df if spec.prior is not None else 0
-        fail_levels = _levels(design, df, design.mean_alpha)
-        pass_levels = _levels(design, df, design.beta)
+        levels = (_levels(design, df, design.mean_alpha), _levels(design, df, design.beta))
     for j in range(1, blocks + 1):
         if not (paths.code == 0).any():
             break
-        side = None if base is None else np.atleast_2d(base)[:, : j * size]
-        _look(b[:, : j * size], side, spec, design, paths,
-              None if fail_levels is None or pass_levels is None
-              else (fail_levels[j - 1], pass_levels[j - 1]))
+        _look(sums, j, spec, design, paths,
+              None if levels is None else (levels[0][j - 1], levels[1][j - 1]))
     return paths
 
 
@@ -327,13 +327,6 @@ def _gross_look(first: np.ndarray, spec: CheckSpec, paths: _Paths) -> None:
     paths.code[fail], paths.at[fail], paths.gross[fail] = 1, first.shape[1], True
 
 
-def _units(b: np.ndarray, design: Design) -> np.ndarray:
-    """The test's units of these rounds: block means, or the rounds (per_round)."""
-    if design.per_round_servers:
-        return b
-    return b.reshape(b.shape[0], -1, design.rounds_per_block).mean(axis=2)
-
-
 def _within(x: np.ndarray, size: int) -> tuple[np.ndarray, int]:
     """Sum of squares of x around its blocks' means, and its degrees of freedom."""
     blocks = x.reshape(x.shape[0], -1, size)
@@ -341,8 +334,37 @@ def _within(x: np.ndarray, size: int) -> tuple[np.ndarray, int]:
     return ss, blocks.shape[1] * (size - 1)
 
 
-def _scale(b: np.ndarray, base: np.ndarray | None, units: np.ndarray, prior: Prior,
-           design: Design) -> np.ndarray:
+@dataclass(frozen=True)
+class _Sums:
+    """Running sums per whole block (paths x blocks): of the test's units and their squares,
+    of the rounds' squares within their blocks (paired, and the base build's own)."""
+
+    units: np.ndarray  # units so far at the end of each block
+    total: np.ndarray
+    squares: np.ndarray
+    within: np.ndarray
+    base_within: np.ndarray | None
+
+    @classmethod
+    def of(cls, b: np.ndarray, base: np.ndarray | None, design: Design) -> _Sums:
+        size = design.rounds_per_block
+        blocks = b.reshape(b.shape[0], -1, size)
+        means = blocks.mean(axis=2)
+        units = blocks if design.per_round_servers else means[:, :, None]
+        within = np.cumsum(((blocks - means[:, :, None]) ** 2).sum(axis=2), axis=1)
+        base_within = None
+        if base is not None:
+            sides = base.reshape(base.shape[0], -1, size)
+            base_within = np.cumsum(
+                ((sides - sides.mean(axis=2, keepdims=True)) ** 2).sum(axis=2), axis=1)
+        per_block = units.shape[2]
+        return cls(per_block * np.arange(1, blocks.shape[1] + 1),
+                   np.cumsum(units.sum(axis=2), axis=1),
+                   np.cumsum((units**2).sum(axis=2), axis=1), within, base_within)
+
+
+def _scale(sums: _Sums, j: int, own_ss: np.ndarray, prior: Prior, design: Design
+           ) -> np.ndarray:
     """How much more this run spreads than its calibration (never below 1), by the largest
     of: its units' own spread against the calibration's spread of a unit (from the second
     unit on), and its rounds within blocks: the base build's round-to-round spread against
@@ -350,39 +372,36 @@ def _scale(b: np.ndarray, base: np.ndarray | None, units: np.ndarray, prior: Pri
     else the paired rounds'. The calibration's spread is scaled by it, so a runner noisier
     than its calibration (another VM behind the same key, a neighbour that woke up) makes
     the test slower, never bolder."""
-    out = np.ones(b.shape[0])
-    n = units.shape[1]
+    n = sums.units[j - 1]
+    out = np.ones(own_ss.shape[0])
     if n >= 2:
-        own = ((units - units.mean(axis=1, keepdims=True)) ** 2).sum(axis=1) / (n - 1)
-        out = np.maximum(out, own / (prior.block_sd**2 * design.units_per_block))
+        out = np.maximum(out, own_ss / (n - 1) / (prior.block_sd**2 * design.units_per_block))
     size = design.rounds_per_block
     if design.per_round_servers or size < 2:
         return out  # rounds are units (per_round), or there is no round within a block
-    if base is not None and prior.side_within_sd and prior.side_within_df > 0:
-        ss, df = _within(base, size)
-        return np.maximum(out, ss / df / prior.side_within_sd**2)
+    df = j * (size - 1)
+    if sums.base_within is not None and prior.side_within_sd and prior.side_within_df > 0:
+        return np.maximum(out, sums.base_within[:, j - 1] / df / prior.side_within_sd**2)
     if prior.within_sd and prior.within_df > 0:
-        ss, df = _within(b, size)
-        return np.maximum(out, ss / df / prior.within_sd**2)
+        return np.maximum(out, sums.within[:, j - 1] / df / prior.within_sd**2)
     return out
 
 
-def _look(b: np.ndarray, base: np.ndarray | None, spec: CheckSpec, design: Design,
-          paths: _Paths, levels: tuple[float, float] | None) -> None:
-    units = _units(b, design)
-    n = units.shape[1]
-    center = units.mean(axis=1)
-    ss = ((units - center[:, None]) ** 2).sum(axis=1)
+def _look(sums: _Sums, j: int, spec: CheckSpec, design: Design, paths: _Paths,
+          levels: tuple[float, float] | None) -> None:
+    n = int(sums.units[j - 1])
+    center = sums.total[:, j - 1] / n
+    ss = np.maximum(sums.squares[:, j - 1] - n * center**2, 0.0)
     prior = spec.prior
-    scaled = np.ones(b.shape[0])
+    scaled = np.ones(center.shape[0])
     if prior is not None:
-        scaled = _scale(b, base, units, prior, design)
+        scaled = _scale(sums, j, ss, prior, design)
         unit_var = prior.block_sd**2 * design.units_per_block
         df = prior.df + n - 1.0
         s2 = (prior.df * scaled * unit_var + ss) / df
     else:
         df = n - 1.0
-        s2 = ss / df if df > 0 else np.full(b.shape[0], math.inf)
+        s2 = ss / df if df > 0 else np.full(center.shape[0], math.inf)
     var = s2 / n
     open_ = paths.code == 0
     zone = spec.zone
@@ -392,14 +411,14 @@ def _look(b: np.ndarray, base: np.ndarray | None, spec: CheckSpec, design: Desig
     for name, value in (("center", center), ("var", var), ("t_fail", t_fail),
                         ("t_pass", t_pass), ("scaled", scaled)):
         getattr(paths, name)[open_] = value[open_]
-    paths.df[open_], paths.blocks[open_] = df, b.shape[1] // design.rounds_per_block
+    paths.df[open_], paths.blocks[open_] = df, j
     if levels is None or df <= 0:
         return
-    ok = np.isfinite(var) & (var > 0)
-    fail = open_ & ok & (special.stdtr(df, -t_fail) < levels[0])
-    passed = open_ & ok & ~fail & (special.stdtr(df, t_pass) < levels[1])
+    ok = open_ & np.isfinite(var) & (var > 0)
+    fail = ok & (special.stdtr(df, -t_fail) < levels[0])
+    passed = ok & ~fail & (special.stdtr(df, t_pass) < levels[1])
     paths.code[fail], paths.code[passed] = 1, -1
-    paths.at[fail | passed] = b.shape[1]
+    paths.at[fail | passed] = j * design.rounds_per_block
 
 
 def spread_paths(head: np.ndarray, base: np.ndarray, threshold_pct: float, design: Design,
@@ -417,6 +436,8 @@ def spread_paths(head: np.ndarray, base: np.ndarray, threshold_pct: float, desig
     ratio = np.full(h.shape[0], math.nan)
     bound = (1.0 + threshold_pct / 100.0) ** 2
     for rounds in np.unique(stop):
+        if rounds < 2:
+            continue  # no spread in fewer than two rounds
         at = stop == rounds
         (hs, df), (bs, _) = _side_spread(h[at, :rounds], design), \
             _side_spread(s[at, :rounds], design)
@@ -489,7 +510,7 @@ def replay(spec: CheckSpec, pairs: Sequence[RoundPair], design: Design) -> Check
         t_fail=_finite(p.t_fail[0]), t_pass=_finite(p.t_pass[0]), df=float(p.df[0]),
         scaled=float(p.scaled[0]), gross=bool(p.gross[0]),
         block_range=Interval(_to_pct(float(first.mean())), _to_pct(float(first.min())),
-                             _to_pct(float(first.max()))) if first.size else None)
+                             _to_pct(float(first.max()))) if first.size == size else None)
 
 
 def replay_spread(name: str, threshold_pct: float, pairs: Sequence[RoundPair], design: Design
@@ -499,7 +520,7 @@ def replay_spread(name: str, threshold_pct: float, pairs: Sequence[RoundPair], d
     kept = kept[: design.max_blocks * design.rounds_per_block]
     base, head = _logs(kept, name)
     code, ratio = spread_paths(head[None, :], base[None, :], threshold_pct, design)
-    _, df = _side_spread(head[None, :], design) if head.size else (None, 0)
+    _, df = _side_spread(head[None, :], design) if head.size >= 2 else (None, 0)
     r = float(ratio[0])
     interval = None
     if df >= 1 and math.isfinite(r) and r > 0:
