@@ -90,9 +90,11 @@ def design_blocks(plan: Plan) -> int:
 
 
 def design_ab(plan: Plan, thresholds: Thresholds, noise: Noise, *,
-              require_calibration: bool = False) -> ABDesign:
+              require_calibration: bool = False, advise: bool = True) -> ABDesign:
     """The design for `plan` on this runner: sized by the calibration when one covers every
-    check, else the plan's limits (Uncalibrated instead, when `require_calibration`)."""
+    check, else the plan's limits (Uncalibrated instead, when `require_calibration`).
+    `advise` False leaves out the search for what would meet the goals (its notes only: the
+    design is the same; the simulation of many calibrations skips it)."""
     calibrated = calibrated_design(plan)
     slots = planned_slots(plan, thresholds)
     if not slots:
@@ -128,8 +130,8 @@ def design_ab(plan: Plan, thresholds: Thresholds, noise: Noise, *,
             f"--budget-minutes to at least {math.ceil(block_min)}")
     sizing = size([c.spec for c in checks], [c.spread for c in checks],
                   plan.ab.rounds_per_block, cost, max_blocks=largest)
-    notes = [n for n in (_short(plan, checks, sizing, cost, largest), budget_note(plan, sizing))
-             if n]
+    short = _short(plan, checks, sizing, cost, largest) if advise else ""
+    notes = [n for n in (short, budget_note(plan, sizing)) if n]
     return ABDesign(sizing.design, sizing, calibrated, names, sizing.block_s, tuple(notes))
 
 

@@ -163,7 +163,16 @@ class ABReference:
         found = judged(slots(ctx.head), ctx.thresholds) + \
             judged(ratio_slots(ctx.head, ctx.thresholds), ctx.thresholds)
         design, calibrated = ab_design(ctx.head, self.base, max(len(found), 1))
-        checks = [c for slot in found for c in self._paired(ctx, slot, design, calibrated)]
+        paired = {slot.name: self._pairs(ctx, slot) for slot in found}
+        priors = {slot.name: ctx.noise.prior(slot.name, calibrated, design.rounds_per_block)
+                  for slot in found}
+        runner = seq.runner_gauge(
+            [np.subtract(*reversed(seq.paired_logs(n, p, design)[1:]))[None, :]
+             for n, p in paired.items() if p], [priors[n] for n, p in paired.items() if p],
+            design)
+        checks = [c for slot in found
+                  for c in self._paired(ctx, slot, paired[slot.name], priors[slot.name], design,
+                                        runner)]
         notes = ["guided/free ratio judged against the base build's (paired overhead), not "
                  "against the absolute bound"]
         if not ctx.noise.calibrations:
@@ -178,17 +187,19 @@ class ABReference:
         rounds = len({c.repeat for c in ctx.head.cells})
         return out.add(Judged(checks, len(found), notes=notes, method=method, rounds=rounds))
 
-    def _paired(self, ctx: Context, slot: Slot, design: seq.Design,
-                calibrated: CalibrationDesign) -> list[Check]:
+    def _pairs(self, ctx: Context, slot: Slot) -> list[seq.RoundPair]:
         h, b = per_repeat(ctx.head, slot), per_repeat(self.base, slot)
-        pairs = [seq.RoundPair(r, b[r], h[r]) for r in sorted(set(h) & set(b))]
+        return [seq.RoundPair(r, b[r], h[r]) for r in sorted(set(h) & set(b))]
+
+    def _paired(self, ctx: Context, slot: Slot, pairs: list[seq.RoundPair],
+                prior: seq.Prior | None, design: seq.Design, runner: np.ndarray | None
+                ) -> list[Check]:
         if not pairs:
             return []
-        prior = ctx.noise.prior(slot.name, calibrated, design.rounds_per_block)
         threshold = slot.threshold(ctx.thresholds)
         assert threshold is not None  # judged() kept only slots with a threshold
         spec = seq.CheckSpec(slot.name, threshold, slot.metric.direction, prior)
-        result = seq.replay(spec, pairs, design)
+        result = seq.replay(spec, pairs, design, runner)
         # The figures shown beside the delta come from the same rounds as the delta and its
         # interval (the look that decided, or the last whole look).
         blocks = seq.whole_blocks(pairs, design.rounds_per_block)[:max(result.blocks, 1)]

@@ -209,8 +209,10 @@ def drift_warnings(base: Results, rounds_per_block: int) -> list[str]:
                                ("sweep", "guided", "tpot_p50")):
         levels = sorted({c.key.concurrency for c in base.cells_of(phase, arm)})
         for level in levels:
-            by_round = {c.repeat: _figure(c, metric) for c in base.cells_of(phase, arm, level)}
-            by_round = {r: v for r, v in by_round.items() if v}
+            by_round: dict[int, float] = {}
+            for c in base.cells_of(phase, arm, level):
+                if (value := _figure(c, metric)) is not None:
+                    by_round[c.repeat] = value
             blocks = sorted({r // rounds_per_block for r in by_round})
             if len(blocks) < 2:
                 continue

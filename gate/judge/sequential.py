@@ -290,10 +290,10 @@ class _Paths:
 
 
 def run_paths(badness: np.ndarray, spec: CheckSpec, design: Design,
-              base: np.ndarray | None = None) -> _Paths:
+              base: np.ndarray | None = None, runner: np.ndarray | None = None) -> _Paths:
     """Replay the test on each row of `badness` (paths x rounds, whole blocks in order);
     `base`: the base build's log figures of the same rounds (the runner's own noise, for the
-    calibration's scale)."""
+    calibration's scale); `runner`: runner_gauge of the verdict's checks (paths x blocks)."""
     b = np.atleast_2d(np.asarray(badness, dtype=float))
     paths = _Paths.empty(b.shape[0])
     size = design.rounds_per_block
@@ -302,7 +302,8 @@ def run_paths(badness: np.ndarray, spec: CheckSpec, design: Design,
         return paths
     _gross_look(b[:, :size], spec, paths)
     sums = _Sums.of(b[:, : blocks * size], None if base is None else
-                    np.atleast_2d(base)[:, : blocks * size], design)
+                    np.atleast_2d(base)[:, : blocks * size], design,
+                    None if runner is None else np.atleast_2d(runner))
     levels = None
     if blocks >= FIRST_LOOK or design.max_blocks == 1:
         df = spec.prior.df if spec.prior is not None else 0
@@ -313,6 +314,33 @@ def run_paths(badness: np.ndarray, spec: CheckSpec, design: Design,
         _look(sums, j, spec, design, paths,
               None if levels is None else (levels[0][j - 1], levels[1][j - 1]))
     return paths
+
+
+def runner_gauge(rounds: Sequence[np.ndarray], priors: Sequence[Prior | None], design: Design
+                 ) -> np.ndarray | None:
+    """How much more this run's rounds spread within their blocks than the calibrations say,
+    pooled over the verdict's checks (paths x blocks: at the end of each block): a runner
+    noisier than its calibration is noisier in every check, and the pool of all of them says
+    so sooner than any one check's few rounds. `rounds`: each check's paired log ratios
+    (paths x rounds, whole blocks). None: no check has a calibrated round spread, or
+    per_round servers (every round its own pair: no rounds within one)."""
+    size = design.rounds_per_block
+    if design.per_round_servers or size < 2:
+        return None
+    terms = []
+    for x, prior in zip(rounds, priors, strict=True):
+        x = np.atleast_2d(np.asarray(x, float))
+        blocks = x.shape[1] // size
+        if prior is None or not prior.within_sd or prior.within_df <= 0 or blocks < 1:
+            continue
+        cut = x[:, : blocks * size].reshape(x.shape[0], blocks, size)
+        ss = ((cut - cut.mean(axis=2, keepdims=True)) ** 2).sum(axis=2)
+        terms.append(np.cumsum(ss, axis=1) / prior.within_sd**2)
+    if not terms:
+        return None
+    looks = min(t.shape[1] for t in terms)
+    total = sum(t[:, :looks] for t in terms)
+    return total / (len(terms) * (size - 1) * np.arange(1, looks + 1))
 
 
 def gross_margin(zone: Zone) -> float:
@@ -344,9 +372,11 @@ class _Sums:
     squares: np.ndarray
     within: np.ndarray
     base_within: np.ndarray | None
+    runner: np.ndarray | None = None
 
     @classmethod
-    def of(cls, b: np.ndarray, base: np.ndarray | None, design: Design) -> _Sums:
+    def of(cls, b: np.ndarray, base: np.ndarray | None, design: Design,
+           runner: np.ndarray | None = None) -> _Sums:
         size = design.rounds_per_block
         blocks = b.reshape(b.shape[0], -1, size)
         means = blocks.mean(axis=2)
@@ -360,7 +390,7 @@ class _Sums:
         per_block = units.shape[2]
         return cls(per_block * np.arange(1, blocks.shape[1] + 1),
                    np.cumsum(units.sum(axis=2), axis=1),
-                   np.cumsum((units**2).sum(axis=2), axis=1), within, base_within)
+                   np.cumsum((units**2).sum(axis=2), axis=1), within, base_within, runner)
 
 
 def _scale(sums: _Sums, j: int, own_ss: np.ndarray, prior: Prior, design: Design
@@ -374,6 +404,8 @@ def _scale(sums: _Sums, j: int, own_ss: np.ndarray, prior: Prior, design: Design
     the test slower, never bolder."""
     n = sums.units[j - 1]
     out = np.ones(own_ss.shape[0])
+    if sums.runner is not None and sums.runner.shape[1] >= j:
+        out = np.maximum(out, sums.runner[:, j - 1])
     if n >= 2:
         out = np.maximum(out, own_ss / (n - 1) / (prior.block_sd**2 * design.units_per_block))
     size = design.rounds_per_block
@@ -490,13 +522,22 @@ def _logs(pairs: Sequence[RoundPair], name: str) -> tuple[np.ndarray, np.ndarray
     return np.log(base), np.log(head)
 
 
-def replay(spec: CheckSpec, pairs: Sequence[RoundPair], design: Design) -> CheckResult:
-    """The check after every look its rounds (by round index, whole blocks only) allow."""
+def paired_logs(name: str, pairs: Sequence[RoundPair], design: Design
+                ) -> tuple[list[RoundPair], np.ndarray, np.ndarray]:
+    """The rounds of whole blocks, and their base and head log figures."""
     kept = [p for block in whole_blocks(pairs, design.rounds_per_block) for p in block]
-    base, head = _logs(kept, spec.name)
+    base, head = _logs(kept, name)
+    return kept, base, head
+
+
+def replay(spec: CheckSpec, pairs: Sequence[RoundPair], design: Design,
+           runner: np.ndarray | None = None) -> CheckResult:
+    """The check after every look its rounds (by round index, whole blocks only) allow;
+    `runner`: runner_gauge of the verdict's checks (1 x blocks), if known."""
+    kept, base, head = paired_logs(spec.name, pairs, design)
     d = head - base
     sign = 1.0 if spec.direction == LOWER else -1.0
-    p = run_paths((sign * d)[None, :], spec, design, base[None, :])
+    p = run_paths((sign * d)[None, :], spec, design, base[None, :], runner)
     code, at = int(p.code[0]), int(p.at[0])
     outcome = {1: Outcome.FAIL, -1: Outcome.PASS}.get(code, Outcome.INCONCLUSIVE)
     blocks = int(p.blocks[0]) if d.size else 0

@@ -161,9 +161,11 @@ def simulate(specs: Sequence[seq.CheckSpec], spreads: Sequence[Spread],
     rng = np.random.default_rng(trials.seed)
     layout = Layout(design.max_blocks, design.rounds_per_block, trials.pairs_per_block)
     codes, ats = [], []
-    for spec, spread, change in zip(specs, spreads, changes, strict=True):
-        drawn = draw(rng, spread, change, trials.paths, layout)
-        p = seq.run_paths(drawn.badness, spec, design, drawn.base)
+    drawn = [draw(rng, spread, change, trials.paths, layout)
+             for spread, change in zip(spreads, changes, strict=True)]
+    runner = seq.runner_gauge([d.badness for d in drawn], [s.prior for s in specs], design)
+    for spec, one in zip(specs, drawn, strict=True):
+        p = seq.run_paths(one.badness, spec, design, one.base, runner)
         codes.append(p.code)
         ats.append(np.where(p.at > 0, p.at, design.max_rounds + 1))
     return Runs(np.array(codes), np.array(ats))

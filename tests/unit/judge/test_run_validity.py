@@ -7,10 +7,10 @@ from __future__ import annotations
 from support import factories as f
 
 from gate.judge.run_validity import (
-    drift_warnings,
-    machine_warnings,
     ab_errors,
+    drift_warnings,
     integrity_errors,
+    machine_warnings,
     plan_differences,
     runner_findings,
     validity_checks,

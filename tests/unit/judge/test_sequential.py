@@ -10,7 +10,6 @@ import math
 
 import numpy as np
 import pytest
-from scipy import stats
 
 from gate.judge import sequential as seq
 from gate.judge.sequential import CheckSpec, Design, LogSample, Prior, RoundPair
@@ -125,6 +124,20 @@ def test_a_calibration_that_understates_this_runner_is_scaled_up():
     result = simulate(seq.zone_for(T).theta0, TPOT_C8, off, paths=20000, seed=7)
     assert np.median(result.scaled) > 4.0
     assert fail_rate(result) <= 4 * DESIGN.mean_alpha
+
+
+def test_the_runner_gauge_pools_the_verdicts_checks():
+    """A runner three times as noisy per round as its calibration in every check: five checks'
+    rounds within two blocks say so about as well as one check's ten blocks would."""
+    rng = np.random.default_rng(12)
+    p = prior(TPOT_C8)
+    rounds = [rng.normal(0.0, 3 * TPOT_C8.within, (2000, 4)) for _ in range(5)]
+    gauge = seq.runner_gauge(rounds, [p] * 5, DESIGN)
+    assert gauge is not None and gauge.shape == (2000, 2)
+    assert np.median(gauge[:, 1]) == pytest.approx(9.0, rel=0.15)
+    assert np.mean(gauge[:, 1] < 4.0) < 0.01  # one check alone: far more often
+    assert seq.runner_gauge(rounds, [None] * 5, DESIGN) is None
+    assert seq.runner_gauge(rounds, [p] * 5, Design(2, 20, per_round_servers=True)) is None
 
 
 # ---------------------------------------------------------------- looks
