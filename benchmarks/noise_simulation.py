@@ -322,7 +322,7 @@ def render(args: argparse.Namespace) -> str:
         out.append(tabulate(within_minutes(truth, args, args.minutes), headers=[
             "A/B", "within", "share", "failed instead"], tablefmt="github",
             disable_numparse=True) + "\n")
-        out.append(f"[{time.monotonic() - started:.0f} s; seed {args.seed}]\n")
+        print(f"[{time.monotonic() - started:.0f} s; seed {args.seed}]", file=sys.stderr)
     return "\n".join(out)
 
 

@@ -319,15 +319,16 @@ def run_paths(badness: np.ndarray, spec: CheckSpec, design: Design,
 def runner_gauge(rounds: Sequence[np.ndarray], priors: Sequence[Prior | None], design: Design
                  ) -> np.ndarray | None:
     """How much more this run's rounds spread within their blocks than the calibrations say,
-    pooled over the verdict's checks (paths x blocks: at the end of each block): a runner
-    noisier than its calibration is noisier in every check, and the pool of all of them says
-    so sooner than any one check's few rounds. `rounds`: each check's paired log ratios
+    pooled over the verdict's checks (paths x blocks: at the end of each block; 1 where one
+    shared noise explains it, see `conflict`): a runner noisier than its calibration is
+    noisier in every check, and the pool of all of them says so sooner than any one check's
+    few rounds. `rounds`: each check's paired log ratios
     (paths x rounds, whole blocks). None: no check has a calibrated round spread, or
     per_round servers (every round its own pair: no rounds within one)."""
     size = design.rounds_per_block
     if design.per_round_servers or size < 2:
         return None
-    terms = []
+    terms, calibration_df = [], 0.0
     for x, prior in zip(rounds, priors, strict=True):
         x = np.atleast_2d(np.asarray(x, float))
         blocks = x.shape[1] // size
@@ -336,11 +337,14 @@ def runner_gauge(rounds: Sequence[np.ndarray], priors: Sequence[Prior | None], d
         cut = x[:, : blocks * size].reshape(x.shape[0], blocks, size)
         ss = ((cut - cut.mean(axis=2, keepdims=True)) ** 2).sum(axis=2)
         terms.append(np.cumsum(ss, axis=1) / prior.within_sd**2)
+        calibration_df += prior.within_df
     if not terms:
         return None
     looks = min(t.shape[1] for t in terms)
     total = sum(t[:, :looks] for t in terms)
-    return total / (len(terms) * (size - 1) * np.arange(1, looks + 1))
+    df = len(terms) * (size - 1) * np.arange(1, looks + 1)
+    return np.column_stack([conflict(total[:, j] / df[j], float(df[j]), calibration_df)
+                            for j in range(looks)])
 
 
 def gross_margin(zone: Zone) -> float:
@@ -393,29 +397,48 @@ class _Sums:
                    np.cumsum((units**2).sum(axis=2), axis=1), within, base_within, runner)
 
 
+# A run's spread scales its calibration's only past this quantile of the spread ratio's law
+# when run and calibration share one noise (an F test at 1 - CONFLICT_LEVEL): a calibration
+# that matches this runner keeps its weight, one this runner's rounds contradict is scaled.
+CONFLICT_LEVEL = 0.90
+
+
+def conflict(ratio: np.ndarray, df_run: float, df_calibration: float) -> np.ndarray:
+    """The scale a run's spread ratio to its calibration's puts on the calibration: the ratio
+    itself when it is past what one shared noise explains (CONFLICT_LEVEL), else 1."""
+    if df_run <= 0 or df_calibration <= 0:
+        return np.ones_like(ratio)
+    bound = float(special.fdtri(df_run, df_calibration, CONFLICT_LEVEL))
+    return np.where(ratio > bound, ratio, 1.0)
+
+
 def _scale(sums: _Sums, j: int, own_ss: np.ndarray, prior: Prior, design: Design
            ) -> np.ndarray:
-    """How much more this run spreads than its calibration (never below 1), by the largest
-    of: its units' own spread against the calibration's spread of a unit (from the second
-    unit on), and its rounds within blocks: the base build's round-to-round spread against
-    the calibration's one-build spread when both are known (a noise the head cannot move),
-    else the paired rounds'. The calibration's spread is scaled by it, so a runner noisier
-    than its calibration (another VM behind the same key, a neighbour that woke up) makes
-    the test slower, never bolder."""
+    """How much more this run spreads than its calibration says (1: no more than one shared
+    noise explains), by the largest of: the verdict's checks' rounds within blocks, pooled
+    (`runner_gauge`); this check's units' own spread against the calibration's spread of a
+    unit; and this check's rounds within blocks (the base build's own rounds against the
+    calibration's one-build spread when both are known: a noise the head cannot move; else
+    the paired rounds'). The calibration's spread is scaled by it, so a runner noisier than
+    its calibration (another VM behind the same key, a neighbour that woke up) makes the test
+    slower, never bolder."""
     n = sums.units[j - 1]
     out = np.ones(own_ss.shape[0])
     if sums.runner is not None and sums.runner.shape[1] >= j:
         out = np.maximum(out, sums.runner[:, j - 1])
     if n >= 2:
-        out = np.maximum(out, own_ss / (n - 1) / (prior.block_sd**2 * design.units_per_block))
+        ratio = own_ss / (n - 1) / (prior.block_sd**2 * design.units_per_block)
+        out = np.maximum(out, conflict(ratio, n - 1, prior.df))
     size = design.rounds_per_block
     if design.per_round_servers or size < 2:
         return out  # rounds are units (per_round), or there is no round within a block
     df = j * (size - 1)
     if sums.base_within is not None and prior.side_within_sd and prior.side_within_df > 0:
-        return np.maximum(out, sums.base_within[:, j - 1] / df / prior.side_within_sd**2)
+        ratio = sums.base_within[:, j - 1] / df / prior.side_within_sd**2
+        return np.maximum(out, conflict(ratio, df, prior.side_within_df))
     if prior.within_sd and prior.within_df > 0:
-        return np.maximum(out, sums.within[:, j - 1] / df / prior.within_sd**2)
+        ratio = sums.within[:, j - 1] / df / prior.within_sd**2
+        return np.maximum(out, conflict(ratio, df, prior.within_df))
     return out
 
 

@@ -118,12 +118,28 @@ def test_a_calibration_makes_the_same_noise_decide_sooner():
 
 def test_a_calibration_that_understates_this_runner_is_scaled_up():
     """A runner three times as noisy per round as its calibration (the shipped key matched such
-    a VM): the calibration's spread is scaled by this run's own, so false fails at the
-    threshold stay near the budget instead of following the understated prior."""
+    a VM), in all five checks of a verdict: the rounds of all of them scale the calibration
+    (runner_gauge), so false fails at the threshold stay near the budget instead of following
+    the understated prior."""
+    rng = np.random.default_rng(7)
     off = prior(TPOT_C8, scale=1 / 3)
-    result = simulate(seq.zone_for(T).theta0, TPOT_C8, off, paths=20000, seed=7)
+    drawn = [draw(rng, TPOT_C8, seq.zone_for(T).theta0, 20000, Layout(20, 2)) for _ in range(5)]
+    runner = seq.runner_gauge([d.badness for d in drawn], [off] * 5, DESIGN)
+    result = seq.run_paths(drawn[0].badness, spec(off), DESIGN, drawn[0].base, runner)
     assert np.median(result.scaled) > 4.0
-    assert fail_rate(result) <= 4 * DESIGN.mean_alpha
+    assert fail_rate(result) <= 3 * DESIGN.mean_alpha
+    alone = seq.run_paths(drawn[0].badness, spec(off), DESIGN, drawn[0].base)
+    assert fail_rate(alone) > fail_rate(result)  # one check's own rounds say it later
+
+
+def test_a_calibration_that_matches_keeps_its_weight():
+    """The same noise in run and calibration: the calibration is scaled only where the run's
+    spread is past what one shared noise explains (10% of looks), so it shortens the test."""
+    rng = np.random.default_rng(13)
+    exact = prior(TPOT_C8)
+    drawn = draw(rng, TPOT_C8, 0.0, 4000, Layout(20, 2))
+    result = seq.run_paths(drawn.badness, spec(exact), DESIGN, drawn.base)
+    assert np.mean(result.scaled[result.code == -1] == 1.0) > 0.6
 
 
 def test_the_runner_gauge_pools_the_verdicts_checks():
