@@ -108,6 +108,8 @@ def handle(args, settings: Settings) -> int:
               f"{rounds_share:.0%} of a block's variance, what longer cells would shrink)")
     if done.design is not None:
         print(f"gate ab on this runner: {done.design.describe()}")
+        if done.design.note:
+            print(f"  note: {done.design.note}")
     else:
         print(f"gate ab on this runner: cannot decide yet: {done.why_not}")
     return 0
