@@ -45,6 +45,7 @@ from gate.flows.diff_artifacts import ProfilePair, write_diff
 from gate.judge.ab_design import design_ab
 from gate.judge.compare import ABReference, compare_results
 from gate.judge.noise import CalibrationCost, Noise, noise_dirs, noise_for, runner_key
+from gate.judge.sizing import Cost
 from gate.judge.verdict import Outcome, Verdict
 from gate.measure.measured_build import (
     Launch,
@@ -552,13 +553,23 @@ def fits_budget(elapsed_s: float, block_s: float | None, budget_minutes: float |
 
 
 def _fits_budget(abrun: ABRun, quiet: bool = False) -> bool:
-    budget, block_s = abrun.plan.ab.budget_minutes, abrun.design.block_s
+    budget = abrun.plan.ab.budget_minutes
+    block_s = abrun.design.block_s or _measured_block_s(abrun)  # from nothing: its own blocks
     if fits_budget(time.monotonic() - abrun.started, block_s, budget):
         return True
     if not quiet:
         abrun.progress(f"budget of {budget:g} min: another block (about {block_s:.0f} s) would "
                        f"not fit; stopping (gate ab --resume {abrun.out} continues this test)")
     return False
+
+
+def _measured_block_s(abrun: ABRun) -> float | None:
+    """A block's cost as this A/B's own blocks measured it (no calibration gave one)."""
+    cost = abrun.cost()
+    if cost is None:
+        return None
+    return Cost(cost.pair_s, cost.round_s, abrun.plan.ab.servers == "per_round").block_s(
+        abrun.plan.ab.rounds_per_block)
 
 
 def _record_error(abrun: ABRun, exc: SideError) -> None:

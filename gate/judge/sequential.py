@@ -341,7 +341,7 @@ def runner_gauge(rounds: Sequence[np.ndarray], priors: Sequence[Prior | None], d
     if not terms:
         return None
     looks = min(t.shape[1] for t in terms)
-    total = sum(t[:, :looks] for t in terms)
+    total = np.sum([t[:, :looks] for t in terms], axis=0)
     df = len(terms) * (size - 1) * np.arange(1, looks + 1)
     return np.column_stack([conflict(total[:, j] / df[j], float(df[j]), calibration_df)
                             for j in range(looks)])

@@ -160,3 +160,13 @@ def test_from_nothing_an_aa_is_judged_by_its_own_blocks_and_never_fails(tmp_path
     assert tpot.outcome is not Outcome.FAIL and verdict.rounds >= 4
     assert "t " in tpot.interval_source and "no calibration" in tpot.interval_source
     assert any(c.name == "spread.sweep.c2.tpot_p50_ms" for c in verdict.checks)
+
+
+def test_from_nothing_the_budget_holds_by_the_blocks_measured_so_far(tmp_path):
+    """No calibration gives a block's cost: the A/B's own first block does, and the next block
+    is not started when it would end past the budget."""
+    proc, out = ab(tmp_path, "--budget-minutes", "0.05",
+                   env={"GATE_CACHE_DIR": str(tmp_path / "cache")}, max_rounds=8)
+    assert proc.returncode == EXIT_INCONCLUSIVE, proc.stdout + proc.stderr
+    assert "another block (about" in proc.stderr and "would not fit" in proc.stderr
+    assert load_verdict(out / "verdict.json").rounds == 2
