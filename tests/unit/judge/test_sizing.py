@@ -162,7 +162,7 @@ def test_a_calibrated_runner_gets_a_design_within_the_plans_limits():
 
 
 def test_a_budget_too_small_is_said_and_the_ab_still_runs():
-    noise = noise_for_results(cpu_smoke_results(), names=NAMES, between=0.01, within=0.03)
+    noise = noise_for_results(cpu_smoke_results(), names=NAMES, between=0.01, within=0.02)
     design = design_ab(CPU_SMOKE, CPU_SMOKE.thresholds, noise)
     blocks = design.sizing.blocks_to_decide()
     assert blocks is not None and blocks <= design.design.max_blocks
