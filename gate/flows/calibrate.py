@@ -22,32 +22,37 @@ from gate.judge.noise import (
     CalibrationCost,
     CalibrationKey,
     CalibrationRun,
+    CheckNoise,
     Noise,
     estimate_run,
+    estimate_side,
     make_provenance,
     noise_for,
     offset_warnings,
     runner_key,
     store_run,
 )
-from gate.measure.results import Results, save_results
+from gate.judge.run_validity import integrity_errors
+from gate.judge.sequential import RoundPair
+from gate.measure.results import Results, load_results, save_results
 from gate.plan.spec import Plan
 from gate.runner.fingerprint import Fingerprint
 
 MIN_BLOCKS = 2
 
 
-def aa_pairs(base: Results, head: Results, plan: Plan) -> tuple[dict, dict]:
-    """Per check, the (base, head) figures of each round both sides measured, and the units.
-    Every check the results can give is calibrated, judged by the plan's thresholds or not,
-    so that switching one on later finds its spread."""
+def aa_pairs(base: Results, head: Results, plan: Plan
+             ) -> tuple[dict[str, list[RoundPair]], dict[str, str]]:
+    """Per check, the (base, head) figures of each round both sides measured (by round
+    index), and the units. Every check the results can give is calibrated, judged by the
+    plan's thresholds or not, so that switching one on later finds its spread."""
     found = slots(head) + ratio_slots(head, plan.thresholds)
     pairs, units = {}, {}
     for slot in found:
         b, h = per_repeat(base, slot), per_repeat(head, slot)
         common = sorted(set(b) & set(h))
         if common:
-            pairs[slot.name] = [(b[r], h[r]) for r in common]
+            pairs[slot.name] = [RoundPair(r, b[r], h[r]) for r in common]
             units[slot.name] = slot.metric.unit
     return pairs, units
 
@@ -126,3 +131,93 @@ def _measure(options: CalibrateOptions) -> tuple[Results, Results, CalibrationCo
     for label, res in out.items():
         save_results(res, options.out / label / "results.json")
     return out["base"], out["head"], abrun.cost()
+
+
+# ---------------------------------------------------------------- trusted runs, added later
+
+
+TRUSTED = ("both", "base")
+
+
+@dataclass(frozen=True)
+class Added:
+    key: CalibrationKey
+    run: CalibrationRun
+    rounds: int
+
+
+def trusted_run(folder: Path, trusted: str, command: str = "") -> Added:
+    """The calibration run a finished `gate ab` (or `gate calibrate`) folder gives, from code
+    the caller vouches for: `both`, an A/A of one trusted build (a nightly run of the default
+    branch: base and head the same vLLM and environment), whose paired rounds are A/A data
+    like a calibration's; `base`, an A/B whose base is a trusted build, whose base side alone
+    gives that build's own spreads (round to round on one server; never the paired figures,
+    which carry the head's code). Refused, naming why: a broken measurement, or `both` for
+    two different builds."""
+    if trusted not in TRUSTED:
+        raise GateError(f"--trusted {trusted}: one of {', '.join(TRUSTED)}")
+    sides = {label: load_results(folder / label / "results.json") for label in ("base", "head")}
+    for label, res in sides.items():
+        if (broken := integrity_errors(res, label)):
+            raise GateError(f"--add {folder}: its measurement broke ({broken[0]}): a broken run "
+                            "is no calibration; nothing stored")
+    base, head = sides["base"], sides["head"]
+    if base.plan_hash != head.plan_hash:
+        raise GateError(f"--add {folder}: base and head were measured with different plans")
+    plan = head.plan
+    design = calibrated_design(plan)
+    provenance = make_provenance(runner_summary(base.fingerprint), command,
+                                 f"added from {folder} (trusted: {trusted})")
+    rounds = len({c.repeat for c in base.cells})
+    if trusted == "both":
+        if (why := _not_one_build(base, head)) is not None:
+            raise GateError(f"--add {folder} --trusted both: {why}: an A/B of two builds is "
+                            "not A/A data (its paired rounds carry the head's code); add its "
+                            "base side alone with --trusted base")
+        pairs, units = aa_pairs(base, head, plan)
+        run = estimate_run(pairs, design, provenance, _cost(base, head, rounds, plan), units)
+    else:
+        run = _base_side(base, design, provenance)
+    return Added(CalibrationKey(plan=plan.name, plan_hash=base.plan_hash,
+                                runner_key=runner_key(base.fingerprint)), run, rounds)
+
+
+def _not_one_build(base: Results, head: Results) -> str | None:
+    b, h = base.fingerprint, head.fingerprint
+    if (b.vllm_version, b.vllm_commit) != (h.vllm_version, h.vllm_commit):
+        return (f"base is vLLM {b.vllm_version} ({b.vllm_commit}), head {h.vllm_version} "
+                f"({h.vllm_commit})")
+    if runner_key(b) != runner_key(h):
+        return "base and head ran on different runners"
+    return None
+
+
+def _base_side(base: Results, design, provenance) -> CalibrationRun:
+    checks: dict[str, CheckNoise] = {}
+    for slot in slots(base) + ratio_slots(base, base.plan.thresholds):
+        noise = estimate_side(slot.name, per_repeat(base, slot), design.rounds_per_block,
+                              slot.metric.unit)
+        if noise is not None:
+            checks[slot.name] = noise
+    if not checks:
+        raise GateError("the base side has no whole block with a spread: nothing to store")
+    return CalibrationRun(provenance=provenance, design=design, checks=checks)
+
+
+def _cost(base: Results, head: Results, rounds: int, plan: Plan) -> CalibrationCost | None:
+    """A server pair's and a round's runner seconds, both builds together, from the runs'
+    timings (what `gate calibrate` measures on the clock)."""
+    blocks = rounds // plan.ab.rounds_per_block
+    if not blocks or not rounds:
+        return None
+    t = {k: base.timings_s.get(k, 0.0) + head.timings_s.get(k, 0.0)
+         for k in set(base.timings_s) | set(head.timings_s)}
+    measured = t.get("drain_s", 0.0) + t.get("sweep_s", 0.0)
+    startup = t.get("startup_s", 0.0)
+    if plan.ab.servers == "persistent":
+        startup /= 2  # a block's two servers start side by side
+    pair = startup + sum(t.get(k, 0.0) for k in ("model_s", "warmup_s", "doctor_s",
+                                                  "shutdown_s"))
+    if not (measured > 0 and pair > 0):
+        return None
+    return CalibrationCost(pair_s=pair / blocks, round_s=measured / rounds)

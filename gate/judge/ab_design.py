@@ -1,10 +1,15 @@
 """The sequential design of one A/B on this runner, fixed before its first round: which checks,
-how many blocks at most, what that costs, sized by the runner's calibration and checked
-against the plan's budget (docs/compare.md, "Sized by the noise").
+how many blocks at most, what a calibration says they cost and decide (docs/compare.md,
+"Sized by the noise").
 
-No calibration, or a design the budget cannot hold, is a `CannotDecide` raised before anything
-is measured, naming the fix and its cost: the A/B never spends its budget to say inconclusive
-for want of a noise estimate.
+A calibration is a prior that shortens the test, never a precondition. Without one (or
+without one for some check) the test runs on the plan's limits and learns the runner's noise
+from its own blocks: its false fails are bounded whatever the noise, and it decides as soon
+as its own blocks allow. With one, the design is sized by simulating the test at the
+calibrated noise: the fewest blocks (within the plan's limits) in which a change of 1.5x a
+threshold fails at least 90% of the time and healthy A/Bs decide. When the plan's limits or
+budget hold fewer, the A/B still runs, and its notes say what the calibration predicts there
+and what would meet the goals.
 """
 
 from __future__ import annotations
@@ -18,28 +23,19 @@ from gate.judge import sequential as seq
 from gate.judge.checks import planned_slots
 from gate.judge.noise import ENOUGH_BLOCK_DF, CalibrationDesign, Noise
 from gate.judge.reach import LONGEST_BLOCKS, MAX_FACTOR, Check, longer_design, looser_thresholds
-from gate.judge.sequential import ucb_factor
-from gate.judge.sizing import AA_DECIDED_GOAL, MAX_BLOCKS, Cost, Sizing, size
+from gate.judge.sizing import AA_DECIDED_GOAL, MISS_GOAL, Cost, Sizing, size
 from gate.plan.spec import Plan
 from gate.plan.thresholds import Thresholds
 
 
 class Uncalibrated(CannotDecide):
-    """No calibration of this runner gives the spread a check needs, or too few blocks of it
-    do: calibrate (`more_blocks` more, when known) first."""
+    """Asked to start only from a calibration (`gate ab --calibrate`, `--no-screening`), and
+    none applies to every check: calibrate (`more_blocks` more, when known) first."""
 
     def __init__(self, message: str, more_blocks: int | None = None, *,
                  decide_with: str | None = None):
         super().__init__(message, decide_with=decide_with)
         self.more_blocks = more_blocks
-
-
-class TooNoisy(CannotDecide):
-    """This runner's calibration is complete, and the thresholds still cannot be decided within
-    the largest design: the plan needs longer cells or looser thresholds here. An A/B can
-    still screen for gross effects."""
-
-    reason = "this runner's calibration cannot decide the thresholds"
 
 
 # Blocks a calibration measures unless told otherwise: block means with ENOUGH_BLOCK_DF df.
@@ -48,20 +44,33 @@ CALIBRATION_BLOCKS = ENOUGH_BLOCK_DF + 1
 
 @dataclass(frozen=True)
 class ABDesign:
-    """The test an A/B runs, and what the calibration says it achieves."""
+    """The test an A/B runs, and what the calibration (if any) says it achieves."""
 
     design: seq.Design
-    sizing: Sizing
+    sizing: Sizing | None  # None: no calibration for every check; the run learns its noise
     calibrated: CalibrationDesign
     checks: tuple[str, ...]
-    note: str = ""  # what the budget leaves out of the design, if anything
+    block_s: float | None = None  # a block's runner seconds, from the calibration's cost
+    notes: tuple[str, ...] = ()  # what the calibration predicts beyond the design, if anything
 
     def describe(self) -> str:
-        return f"{len(self.checks)} checks; {self.sizing.describe()}"
+        if self.sizing is not None:
+            return f"{len(self.checks)} checks; {self.sizing.describe()}"
+        d = self.design
+        return (f"{len(self.checks)} checks; {d.max_blocks} block(s) of {d.rounds_per_block} "
+                f"rounds at most ({d.max_rounds} rounds); no calibration sizes it: the test "
+                f"learns this runner's noise from its own blocks and decides from block "
+                f"{seq.FIRST_LOOK} on (false fail at most {seq.ALPHA:.0%} at any change up to "
+                "the thresholds, whatever the noise)")
+
+    @property
+    def note(self) -> str:
+        return "; ".join(self.notes)
 
 
 def calibrated_design(plan: Plan) -> CalibrationDesign:
-    return CalibrationDesign(servers=plan.ab.servers, rounds_per_block=plan.ab.rounds_per_block)
+    return CalibrationDesign(servers=plan.ab.servers, rounds_per_block=plan.ab.rounds_per_block,
+                             isolation=plan.ab.isolation)
 
 
 def calibration_command(plan: Plan, blocks: int = CALIBRATION_BLOCKS) -> str:
@@ -75,106 +84,100 @@ def calibration_command(plan: Plan, blocks: int = CALIBRATION_BLOCKS) -> str:
     return shlex.join([*args, *plan.calibrate_args, "--blocks", str(blocks)])
 
 
-def design_ab(plan: Plan, thresholds: Thresholds, noise: Noise) -> ABDesign:
-    """The design the calibration sizes for `plan`, or CannotDecide naming the fix."""
+def design_blocks(plan: Plan) -> int:
+    """The most blocks a design of `plan` may have: its max_rounds' whole blocks, up to
+    LONGEST_BLOCKS (the horizon of the test's levels)."""
+    return max(min(plan.ab.max_rounds // plan.ab.rounds_per_block, LONGEST_BLOCKS), 1)
+
+
+def design_ab(plan: Plan, thresholds: Thresholds, noise: Noise, *,
+              require_calibration: bool = False, advise: bool = True) -> ABDesign:
+    """The design for `plan` on this runner: sized by the calibration when one covers every
+    check, else the plan's limits (Uncalibrated instead, when `require_calibration`).
+    `advise` False leaves out the search for what would meet the goals (its notes only: the
+    design is the same; the simulation of many calibrations skips it)."""
     calibrated = calibrated_design(plan)
     slots = planned_slots(plan, thresholds)
+    if not slots:
+        raise CannotDecide(f"plan {plan.name!r} judges no check in an A/B: nothing to decide")
+    largest = design_blocks(plan)
+    per_round = plan.ab.servers == "per_round"
     checks: list[Check] = []
     missing = []
     for slot in slots:
         threshold = slot.threshold(thresholds)
         prior = noise.prior(slot.name, calibrated)
         spread = noise.pooled(slot.name, calibrated).spread_ucb()
-        if prior is None or spread is None or threshold is None:
+        assert threshold is not None  # planned_slots keeps only judged checks
+        if prior is None or spread is None:
             missing.append(slot.name)
             continue
         checks.append(Check(seq.CheckSpec(slot.name, threshold, slot.metric.direction, prior),
                             spread, slot.metric.threshold_field))
-    specs = [c.spec for c in checks]
-    calibrate = f"{calibration_command(plan)} (or gate ab --calibrate)"
-    if missing or not specs:
-        raise Uncalibrated(_uncalibrated(plan, noise, missing or ["every check"]),
-                           decide_with=calibrate)
+    names = tuple(slot.name for slot in slots)
     cost = noise.cost(calibrated)
-    if cost is None:
-        raise Uncalibrated(_uncalibrated(plan, noise, ["the cost of a block"]),
-                           decide_with=calibrate)
-    largest = design_blocks(plan)
-    sizing = size(specs, [c.spread for c in checks], plan.ab.rounds_per_block, cost,
-                  max_blocks=largest)
-    if not sizing.reachable:
-        block_df = min(s.prior.block_df for s in specs if s.prior is not None)
-        if block_df < ENOUGH_BLOCK_DF:
-            more = int(ENOUGH_BLOCK_DF - block_df)
-            raise Uncalibrated(_too_noisy(plan, sizing, block_df), more_blocks=more,
-                               decide_with=calibration_command(plan, more))
-        would = what_would_decide(plan, checks, cost, largest)
-        raise TooNoisy(_too_noisy(plan, sizing, block_df) + would,
-                       decide_with=would.removeprefix("What would decide here: "))
-    _check_fits(plan, sizing, noise)
-    return ABDesign(sizing.design, sizing, calibrated, tuple(s.name for s in specs),
-                    budget_note(plan, sizing))
+    if missing or cost is None:
+        what = missing if missing else ["the cost of a block"]
+        if require_calibration:
+            raise Uncalibrated(_uncalibrated(plan, noise, what),
+                               decide_with=f"{calibration_command(plan)} (or gate ab --calibrate)")
+        return ABDesign(seq.Design(plan.ab.rounds_per_block, largest, len(slots), per_round),
+                        None, calibrated, names, notes=(_learning(plan, noise, what),))
+    block_min = cost.block_s(plan.ab.rounds_per_block) / 60
+    budget = plan.ab.budget_minutes
+    if budget is not None and budget < block_min:
+        raise CannotDecide(
+            f"a budget of {budget:g} runner minutes holds no block of plan {plan.name!r} on "
+            f"this runner (a block takes {block_min:.1f} min, {noise.description}): raise "
+            f"--budget-minutes to at least {math.ceil(block_min)}",
+            decide_with=f"--budget-minutes {math.ceil(block_min)}")
+    sizing = size([c.spec for c in checks], [c.spread for c in checks],
+                  plan.ab.rounds_per_block, cost, max_blocks=largest)
+    short = _short(plan, checks, sizing, cost, largest) if advise else ""
+    notes = [n for n in (short, budget_note(plan, sizing)) if n]
+    return ABDesign(sizing.design, sizing, calibrated, names, sizing.block_s, tuple(notes))
+
+
+def _learning(plan: Plan, noise: Noise, missing: list[str]) -> str:
+    return (f"no calibration of this runner for plan {plan.name!r} gives the spread between "
+            f"server pairs of {', '.join(missing)} ({noise.description}): this A/B learns it "
+            f"from its own blocks. A calibration shortens the next ones: "
+            f"`{calibration_command(plan)}`, or add this runner's trusted runs to it "
+            "(`gate calibrate --add`)")
 
 
 def _uncalibrated(plan: Plan, noise: Noise, missing: list[str]) -> str:
     return (
         f"no calibration of this runner for plan {plan.name!r} gives the spread between server "
-        f"pairs of {', '.join(missing)} ({noise.description}). Without it an A/B would run out "
-        f"its budget and end inconclusive. Calibrate first: `{calibration_command(plan)}` "
-        f"(A/A blocks of {plan.ab.rounds_per_block} rounds, two server starts each), or "
-        "`gate ab --calibrate` to do it now and keep it in the cache folder for the next run")
+        f"pairs of {', '.join(missing)} ({noise.description}). Calibrate first: "
+        f"`{calibration_command(plan)}` (A/A blocks of {plan.ab.rounds_per_block} rounds, two "
+        "server starts each), or `gate ab --calibrate` to do it now and keep it in the cache "
+        "folder; or run without --no-screening: the A/B then learns the runner's noise from "
+        "its own blocks")
 
 
-def _check_fits(plan: Plan, sizing: Sizing, noise: Noise) -> None:
-    """Refuse a design the runner cannot meet. A budget shorter than the design is taken when
-    healthy A/Bs still decide within it (AA_DECIDED_GOAL); a change near the threshold may then
-    need `gate ab --resume` to reach the design's end."""
-    need = sizing.design
-    if need.max_rounds > plan.ab.max_rounds:
-        raise CannotDecide(
-            f"this runner needs up to {need.max_rounds} rounds to decide plan {plan.name!r} "
-            f"({sizing.describe()}); the plan allows {plan.ab.max_rounds}: raise --max-rounds "
-            f"to {need.max_rounds}", decide_with=f"--max-rounds {need.max_rounds}")
-    budget = plan.ab.budget_minutes
-    decide_blocks, minutes = _to_decide(sizing)
-    if budget is not None and minutes > budget:
-        raise CannotDecide(
-            f"a budget of {budget:g} runner minutes cannot reach a decision on this runner: "
-            f"healthy A/Bs of plan {plan.name!r} need {decide_blocks} block(s), "
-            f"{minutes:.0f} min, to decide {AA_DECIDED_GOAL:.0%} of the time, and the design "
-            f"{sizing.minutes_max:.0f} min at most ({sizing.describe()}; {noise.description}): "
-            f"raise --budget-minutes to {max(minutes, 1):.0f} (or {sizing.minutes_max:.0f} to "
-            "hold the whole design)", decide_with=f"--budget-minutes {math.ceil(minutes)}")
-
-
-def _to_decide(sizing: Sizing) -> tuple[int, float]:
-    """The blocks, and their runner minutes, within which AA_DECIDED_GOAL of healthy A/Bs
-    decide (the whole design when none is that short): what a budget must hold."""
-    blocks = sizing.blocks_to_decide() or sizing.design.max_blocks
-    return blocks, blocks * sizing.block_s / 60
-
-
-def design_blocks(plan: Plan) -> int:
-    """The most blocks a design of `plan` may have: MAX_BLOCKS, or more when the plan's
-    max_rounds asks for them (up to LONGEST_BLOCKS: what `what_would_decide` may propose)."""
-    return min(max(MAX_BLOCKS, plan.ab.max_rounds // plan.ab.rounds_per_block), LONGEST_BLOCKS)
-
-
-def _too_noisy(plan: Plan, sizing: Sizing, block_df: float) -> str:
-    text = (f"this runner's calibration cannot decide the thresholds of plan {plan.name!r} "
-            f"within {sizing.design.max_blocks} blocks ({sizing.describe()}). ")
+def _short(plan: Plan, checks: list[Check], sizing: Sizing, cost: Cost, largest: int) -> str:
+    """What the calibration predicts when the plan's blocks miss the goals, and what would
+    meet them; empty when they are met."""
+    if sizing.reachable:
+        return ""
+    block_df = min(c.spec.prior.block_df for c in checks if c.spec.prior is not None)
+    text = (f"at this runner's calibrated noise, {largest} blocks decide less than the goals "
+            f"ask (miss at 1.5x a threshold {sizing.miss:.1%}, goal {MISS_GOAL:.0%}; healthy "
+            f"decided {sizing.aa_decided:.0%}, goal {AA_DECIDED_GOAL:.0%}): a change near a "
+            "threshold may end inconclusive (gate ab --resume continues the same test). ")
     if block_df < ENOUGH_BLOCK_DF:
         more = int(ENOUGH_BLOCK_DF - block_df)
-        return text + (
-            f"Its spread rests on {int(block_df) + 1} server pairs and is taken at its upper "
-            f"confidence bound (x{ucb_factor(block_df):.2f}): calibrate {more} more blocks "
-            f"(`{calibration_command(plan, more)}`; runs pool)")
-    return text
+        text += (f"The calibration rests on {int(block_df) + 1} server pairs and is sized at its "
+                 f"upper confidence bound (x{seq.ucb_factor(block_df):.2f}): calibrating {more} "
+                 f"more blocks (`{calibration_command(plan, more)}`; runs pool) may be enough. ")
+    return text + what_would_decide(plan, checks, cost, largest)
 
 
 def what_would_decide(plan: Plan, checks: list[Check], cost: Cost, largest: int) -> str:
-    """The budget that would decide the plan's thresholds here, and the thresholds this
-    runner decides within `largest` blocks (gate.judge.reach), as flags of `gate ab`."""
+    """The design that would meet the goals at the plan's thresholds here, and the thresholds
+    this runner meets them for within `largest` blocks (gate.judge.reach), as flags of
+    `gate ab`."""
     block = plan.ab.rounds_per_block
     options = []
     longer = longer_design(checks, block, cost) if largest < LONGEST_BLOCKS else None
@@ -189,7 +192,7 @@ def what_would_decide(plan: Plan, checks: list[Check], cost: Cost, largest: int)
         flags = looser.flags()
         _, decide_minutes = _to_decide(looser.sizing)
         if plan.ab.budget_minutes is not None and decide_minutes > plan.ab.budget_minutes:
-            flags += f" --budget-minutes {math.ceil(decide_minutes)}"  # as _check_fits asks
+            flags += f" --budget-minutes {math.ceil(decide_minutes)}"
         options.append(
             f"within {looser.sizing.design.max_blocks} blocks, looser thresholds "
             f"(`{flags}`; a healthy A/B then decides in a median of "
@@ -197,9 +200,17 @@ def what_would_decide(plan: Plan, checks: list[Check], cost: Cost, largest: int)
             "at most)")
     if not options:
         return (f"Neither {LONGEST_BLOCKS} blocks nor thresholds up to {MAX_FACTOR:g}x the "
-                "plan's decide here: lengthen the cells (sweep.window_s: a round's noise "
-                "shrinks, the spread between server pairs does not)")
-    return "What would decide here: " + "; or ".join(options)
+                "plan's meet the goals here: lengthen the cells (sweep.window_s: a round's "
+                "noise shrinks, the spread between server pairs does not) or lower the "
+                "runner's noise (docs/compare.md, \"Less noise at the source\")")
+    return "What would meet them here: " + "; or ".join(options)
+
+
+def _to_decide(sizing: Sizing) -> tuple[int, float]:
+    """The blocks, and their runner minutes, within which AA_DECIDED_GOAL of healthy A/Bs
+    decide (the whole design when none is that short): what a budget must hold."""
+    blocks = sizing.blocks_to_decide() or sizing.design.max_blocks
+    return blocks, blocks * sizing.block_s / 60
 
 
 def budget_note(plan: Plan, sizing: Sizing) -> str:
@@ -207,6 +218,10 @@ def budget_note(plan: Plan, sizing: Sizing) -> str:
     budget = plan.ab.budget_minutes
     if budget is None or sizing.minutes_max <= budget:
         return ""
+    blocks, minutes = _to_decide(sizing)
+    healthy = (f"healthy A/Bs need {blocks} block(s), {minutes:.0f} min, to decide "
+               f"{AA_DECIDED_GOAL:.0%} of the time here: raise --budget-minutes to "
+               f"{math.ceil(minutes)}; " if minutes > budget else "")
     return (f"the budget ({budget:g} min) holds fewer blocks than the design "
-            f"({sizing.minutes_max:.0f} min): a change near its threshold may end inconclusive "
-            "here; gate ab --resume continues the same test")
+            f"({sizing.minutes_max:.0f} min): {healthy}a change near its threshold may end "
+            "inconclusive here; gate ab --resume continues the same test")

@@ -87,6 +87,7 @@ TTFT_WAIT = (
            "ratio", lambda c: None, arm="unique", ratio_field="unique_ttft_p50_ratio"),
 )
 ARM_WORDS = {"guided": "guided", "unique": "unique schemas"}
+WAIT_FIELDS = {m.ratio_field for m in TTFT_WAIT}
 
 
 @dataclass(frozen=True)
@@ -173,8 +174,10 @@ def planned_slots(plan: Plan, thresholds: Thresholds) -> list[Slot]:
 
 def judged(found: list[Slot], thresholds: Thresholds) -> list[Slot]:
     """The slots whose threshold is set (a null threshold switches a check off), one per
-    measurement."""
-    return [s for s in found if s.metric.judged and s.threshold(thresholds) is not None]
+    measurement, and the wait a schema adds from `ttft_wait_min_concurrency` up."""
+    return [s for s in found if s.metric.judged and s.threshold(thresholds) is not None
+            and not (s.metric.ratio_field in WAIT_FIELDS and s.metric.phase == "ratio"
+                     and s.concurrency < thresholds.ttft_wait_min_concurrency)]
 
 
 def per_repeat(results: Results, slot: Slot) -> dict[int, float]:

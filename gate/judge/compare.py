@@ -26,12 +26,14 @@ import numpy as np
 from gate.judge import first_cause
 from gate.judge import sequential as seq
 from gate.judge.baseline import Baseline, Figure, mismatches
-from gate.judge.checks import HIGHER, LOWER, Slot, judged, per_repeat, ratio_slots, slots
+from gate.judge.checks import LOWER, Slot, judged, per_repeat, ratio_slots, slots
 from gate.judge.improvement import improvements, mark_improvements
 from gate.judge.noise import CalibrationDesign, Noise, single_prior
 from gate.judge.run_validity import (
     ab_errors,
+    drift_warnings,
     integrity_errors,
+    machine_warnings,
     runner_findings,
     runner_notes,
     shape_warnings,
@@ -139,12 +141,18 @@ def bounded_interval(interval: seq.Interval) -> bool:
 
 AB_METHOD = (
     "A/B, paired rounds in blocks of {block} on one server pair each ({noise}). Per check a "
-    "truncated SPRT (alpha {alpha:g} at theta0, beta {beta:g} at theta1 = 1.5x the threshold, "
-    "the threshold their midpoint) on the blocks' mean log ratios, at most {blocks} blocks; "
-    "its variance pools the calibration's spread of a block (at its {ucb:.0%} upper bound) "
-    "with this run's own. Round 1 can fail only a gross effect. The interval shown is "
-    "{shown:.0%}. Invalid JSON, length finishes, failed requests, coalesced streams or an "
-    "incomplete run: error.")
+    "sequential one-sided t test on the blocks' mean log ratios, at most {blocks} blocks, from "
+    "block {first} on: fail when the change is past the threshold as stated (a drop for a "
+    "throughput), pass when it is below 1.5x the threshold. Its variance is this run's own "
+    "spread of block means, pooled with the calibration's when one applies. A verdict fails with "
+    "at most {alpha:.0%} at any change up to the thresholds (split over its {family} checks and "
+    "every look); a check passes with at most {beta:.0%} at 1.5x its threshold. The first block "
+    "can also fail a gross effect (every round past the threshold by a further {gross:.0%}). A "
+    "spread check per "
+    "check fails a head whose rounds spread more than the base's by more than its threshold. "
+    "The interval shown is {shown:.0%}, at the deciding look (not adjusted for stopping). "
+    "Invalid JSON, length finishes, failed requests, coalesced streams or an incomplete run: "
+    "error.")
 
 
 @dataclass(frozen=True)
@@ -166,147 +174,125 @@ class ABReference:
         found = judged(slots(ctx.head), ctx.thresholds) + \
             judged(ratio_slots(ctx.head, ctx.thresholds), ctx.thresholds)
         design, calibrated = ab_design(ctx.head, self.base, max(len(found), 1))
+        paired = {slot.name: self._pairs(ctx, slot) for slot in found}
+        priors = {slot.name: ctx.noise.prior(slot.name, calibrated, design.rounds_per_block)
+                  for slot in found}
+        runner = seq.runner_gauge(
+            [np.subtract(*reversed(seq.paired_logs(n, p, design)[1:]))[None, :]
+             for n, p in paired.items() if p], [priors[n] for n, p in paired.items() if p],
+            design)
         checks = [c for slot in found
-                  if (c := self._paired(ctx, slot, design, calibrated)) is not None]
+                  for c in self._paired(ctx, slot, paired[slot.name], priors[slot.name], design,
+                                        runner)]
         notes = ["guided/free ratio judged against the base build's (paired overhead), not "
                  "against the absolute bound"]
         if not ctx.noise.calibrations:
             notes.append(f"no calibration applies ({ctx.noise.description}): each check rests "
-                         "on this run's own spread between blocks; calibrate this runner "
-                         "(gate calibrate) to decide sooner")
+                         "on this run's own spread between blocks; a calibration of this runner "
+                         "(gate calibrate, or gate calibrate --add of trusted runs) decides "
+                         "sooner")
         method = AB_METHOD.format(
             block=design.rounds_per_block, noise=ctx.noise.description, alpha=design.alpha,
-            beta=design.beta, blocks=design.max_blocks, ucb=seq.PRIOR_UCB,
-            shown=seq.SHOWN_CONFIDENCE)
+            beta=design.beta, blocks=design.max_blocks, first=seq.FIRST_LOOK,
+            family=len(found), gross=math.expm1(seq.GROSS_MARGIN), shown=seq.SHOWN_CONFIDENCE)
         rounds = len({c.repeat for c in ctx.head.cells})
         return out.add(Judged(checks, len(found), notes=notes, method=method, rounds=rounds))
 
-    def _paired(self, ctx: Context, slot: Slot, design: seq.Design,
-                calibrated: CalibrationDesign) -> Check | None:
+    def _pairs(self, ctx: Context, slot: Slot) -> list[seq.RoundPair]:
         h, b = per_repeat(ctx.head, slot), per_repeat(self.base, slot)
-        pairs = [(b[r], h[r]) for r in sorted(set(h) & set(b))]
+        return [seq.RoundPair(r, b[r], h[r]) for r in sorted(set(h) & set(b))]
+
+    def _paired(self, ctx: Context, slot: Slot, pairs: list[seq.RoundPair],
+                prior: seq.Prior | None, design: seq.Design, runner: np.ndarray | None
+                ) -> list[Check]:
         if not pairs:
-            return None
-        prior = ctx.noise.prior(slot.name, calibrated, design.rounds_per_block)
+            return []
         threshold = slot.threshold(ctx.thresholds)
         assert threshold is not None  # judged() kept only slots with a threshold
         spec = seq.CheckSpec(slot.name, threshold, slot.metric.direction, prior)
-        result = seq.replay(spec, [math.log(hv / bv) for bv, hv in pairs], design)
+        result = seq.replay(spec, pairs, design, runner)
         # The figures shown beside the delta come from the same rounds as the delta and its
-        # interval (the look that decided, or the last whole look): over every round they
-        # could read base 1.766, head 1.790 beside a delta of -2.1%.
-        shown = pairs[:result.rounds] if result.rounds else pairs
-        return _relative_check(
-            slot, threshold, result.interval, result.outcome,
-            base=_geomean([bv for bv, _ in shown]), head=_geomean([hv for _, hv in shown]),
-            head_n=len(shown), base_n=len(shown), decided_at_round=result.decided_at_round,
+        # interval (the look that decided, or the last whole look).
+        blocks = seq.whole_blocks(pairs, design.rounds_per_block)[:max(result.blocks, 1)]
+        shown = [p for block in blocks for p in block] or pairs
+        interval = result.block_range if result.gross else result.interval
+        mean = _relative_check(
+            slot, threshold, interval or seq.Interval(_delta(shown), -100.0, math.inf),
+            result.outcome, base=_geomean([p.base for p in shown]),
+            head=_geomean([p.head for p in shown]), head_n=len(shown), base_n=len(shown),
+            decided_at_round=result.decided_at_round,
             interval_source=_ab_source(result, design),
-            note="this run varied more than its calibration: the calibration was set aside "
-            "for this check (its own spread, widened); run gate calibrate again"
-            if result.prior_set_aside else "")
+            note=f"this run's rounds spread {result.scaled:.1f}x (in variance) as much as its "
+            "calibration's: the calibration's spread was scaled up by as much"
+            if result.scaled > SCALED_NOTE else "")
+        spread_pct = ctx.thresholds.spread_pct
+        spread = None if spread_pct is None else \
+            seq.replay_spread(slot.name, spread_pct, pairs, design)
+        if spread is None or spread.ratio is None:  # not judged, or no spread on either side
+            return [mean]
+        return [mean, _spread_check(slot, spread, shown)]
+
+
+# A calibration scaled by more than this factor (in variance) is said in the check's note.
+SCALED_NOTE = 1.5
+
+
+def _delta(pairs: list[seq.RoundPair]) -> float:
+    return math.expm1(float(np.mean([math.log(p.head / p.base) for p in pairs]))) * 100.0
+
+
+def _spread_check(slot: Slot, spread: seq.SpreadResult, shown: list[seq.RoundPair]) -> Check:
+    """The spread check of one check as a verdict row: the head's round-to-round sd over the
+    base's, in percent above 1."""
+    ratio = spread.ratio
+    lo, hi = spread.interval or (None, None)
+    return Check(
+        name=f"spread.{slot.name}", label=f"round-to-round spread of {slot.label}",
+        kind="relative", direction=LOWER, unit="x sd", concurrency=slot.concurrency,
+        arm=slot.arm, base=1.0, head=ratio,
+        delta_pct=(ratio - 1.0) * 100.0 if ratio is not None else None,
+        ci_low_pct=(lo - 1.0) * 100.0 if lo is not None else None,
+        ci_high_pct=(hi - 1.0) * 100.0 if hi is not None else None,
+        threshold=spread.threshold_pct, outcome=spread.outcome, head_n=len(shown),
+        base_n=len(shown), decided_at_round=spread.decided_at_round,
+        interval_source=f"F test of the head's round-to-round spread against the base's "
+        f"({spread.df} df each); fails when the head's is past "
+        f"{1 + spread.threshold_pct / 100:g}x the base's; 90% interval of the ratio of sds")
 
 
 def ab_design(head: Results, base: Results, family: int) -> tuple[seq.Design, CalibrationDesign]:
     """The sequential design `gate ab` fixed (its rounds per block and maximum, kept in the
     results), and the design its calibration was measured with. Results not measured by
-    `gate ab` (two `gate run`s, each on its own server) are one block of all their rounds."""
+    `gate ab` (two `gate run`s, each on its own server) are one block of all their rounds,
+    judged at one look."""
     ab = head.plan.ab
-    calibrated = CalibrationDesign(servers=ab.servers, rounds_per_block=ab.rounds_per_block)
-    rounds = max(len({c.repeat for c in head.cells}), 1)
+    calibrated = CalibrationDesign(servers=ab.servers, rounds_per_block=ab.rounds_per_block,
+                                   isolation=ab.isolation)
+    per_round = ab.servers == "per_round"
     if head.sequential_rounds and head.sequential_rounds == base.sequential_rounds:
         block = ab.rounds_per_block
-        return seq.Design(block, max(head.sequential_rounds // block, 1), family), calibrated
+        blocks = min(max(head.sequential_rounds // block, 1), seq.LOOK_HORIZON)
+        return seq.Design(block, blocks, family, per_round), calibrated
+    rounds = max(len({c.repeat for c in head.cells}), 1)
     return seq.Design(rounds, 1, family), calibrated
 
 
 def _ab_source(result: seq.CheckResult, design: seq.Design) -> str:
     prior = result.spec.prior
-    llr = "" if result.llr is None else (
-        f"; SPRT LLR {result.llr:+.2f} (fail at >= {design.fail_llr:.2f}, pass at <= "
-        f"{design.pass_llr:.2f})")
+    if result.gross:
+        return (f"{SCREENING_SOURCE} the range of the first block's {design.rounds_per_block} "
+                f"rounds (one server pair), every one worse than the gross margin "
+                f"{math.expm1(seq.gross_margin(result.spec.zone)):.0%}")
+    stats = "" if result.t_fail is None or result.t_pass is None else (
+        f"; t {result.t_fail:+.2f} against the threshold, {result.t_pass:+.2f} against 1.5x it, "
+        f"{result.df:g} df")
     looks = (f"{result.rounds} paired round(s), {result.blocks} block(s) of "
-             f"{design.rounds_per_block}{llr}" if result.blocks else
-             "round 1 (the look for gross effects; blocks not yet whole)")
+             f"{design.rounds_per_block}{stats}")
     return f"{looks}; " + (prior.source if prior else "no calibration: the run's own spread only")
 
 
 def _geomean(values: list[float]) -> float:
     return float(np.exp(np.mean(np.log(values))))
-
-
-# ---------------------------------------------------------------- A/B screening: no calibration
-
-
-NO_CALIBRATION = "no calibration of this runner"
-SCREENING_METHOD = (
-    "Screening ({why}): one block of {rounds} rounds on one server "
-    "pair, judged for gross effects only. A check fails when EVERY round shows the head worse "
-    "than the base by at least {margin}, a margin far beyond any spread between rounds or "
-    "between two servers of one build measured on the gate's runners (docs/compare.md, "
-    "\"Screening without a calibration\"); by the same rule the other way, a check whose "
-    "every round shows the head better by that margin is a decided improvement. Nothing else "
-    "passes without a calibration.")
-
-
-def screening_margin(threshold_pct: float) -> float:
-    """The badness (log scale) every round of a screening block must reach to fail: 50%, or
-    twice the SPRT's fail hypothesis (1.5x the threshold) for a loose threshold."""
-    return max(math.log(1.5), 2.0 * seq.zone_for(threshold_pct).theta1)
-
-
-@dataclass(frozen=True)
-class ScreeningReference:
-    """The base build's results from one block measured without a calibration: a check can
-    fail (a gross effect in every round) or stay undecided, never pass."""
-
-    base: Results
-    path: str | None = None
-    why: str = NO_CALIBRATION  # or: this runner's calibration cannot decide the thresholds
-    mode = "ab"
-
-    def judge(self, ctx: Context) -> Judged:
-        out = _validity(self.base, ctx.thresholds, "base")
-        out.validity = []
-        if mismatch := ab_errors(ctx.head, self.base):
-            out.mismatch += mismatch
-            out.causes.add(Cause.NOT_COMPARABLE)
-            return out
-        found = judged(slots(ctx.head), ctx.thresholds) + \
-            judged(ratio_slots(ctx.head, ctx.thresholds), ctx.thresholds)
-        checks = [c for slot in found if (c := self._screened(ctx, slot)) is not None]
-        rounds = len({c.repeat for c in ctx.head.cells})
-        margin = screening_margin(min((c.threshold for c in checks), default=10.0))
-        method = SCREENING_METHOD.format(why=self.why, rounds=rounds,
-                                         margin=f"{math.expm1(margin):.0%}")
-        fix = ("calibrate (gate calibrate) to decide the thresholds" if self.why == NO_CALIBRATION
-               else "the thresholds need longer cells or looser thresholds on this runner")
-        notes = [f"{self.why} ({ctx.noise.description}): only gross effects were judged; {fix}"]
-        return out.add(Judged(checks, len(found), notes=notes, method=method, rounds=rounds))
-
-    def _screened(self, ctx: Context, slot: Slot) -> Check | None:
-        h, b = per_repeat(ctx.head, slot), per_repeat(self.base, slot)
-        pairs = [(b[r], h[r]) for r in sorted(set(h) & set(b))]
-        threshold = slot.threshold(ctx.thresholds)
-        if not pairs or threshold is None:
-            return None
-        sign = -1.0 if slot.metric.direction == HIGHER else 1.0
-        badness = [sign * math.log(hv / bv) for bv, hv in pairs]
-        margin = screening_margin(threshold)
-        gross = len(pairs) >= 2 and min(badness) >= margin
-        # the same rule the other way: every round better by the margin (docs/compare.md)
-        better = len(pairs) >= 2 and max(badness) <= -margin
-        d = [math.log(hv / bv) for bv, hv in pairs]
-        interval = seq.Interval(math.expm1(sum(d) / len(d)) * 100, math.expm1(min(d)) * 100,
-                                math.expm1(max(d)) * 100)
-        outcome = Outcome.FAIL if gross else Outcome.PASS if better else Outcome.INCONCLUSIVE
-        return _relative_check(
-            slot, threshold, interval, outcome, improved=better,
-            base=_geomean([bv for bv, _ in pairs]), head=_geomean([hv for _, hv in pairs]),
-            head_n=len(pairs), base_n=len(pairs),
-            decided_at_round=len(pairs) if gross or better else None,
-            interval_source=f"{SCREENING_SOURCE} the range of {len(pairs)} round(s) of one server "
-            f"pair, no calibration; fails only at {math.expm1(margin):.0%} or worse in every "
-            "round (improved: that much better in every round)")
 
 
 # ---------------------------------------------------------------- baseline: unpaired
@@ -450,7 +436,7 @@ def bound_checks(ctx: Context, family: int) -> Judged:
 # ---------------------------------------------------------------- the verdict
 
 
-Reference = ABReference | ScreeningReference | BaselineReference | NoReference
+Reference = ABReference | BaselineReference | NoReference
 
 
 def compare_results(head: Results, reference: Reference, thresholds: Thresholds, *,
@@ -459,10 +445,13 @@ def compare_results(head: Results, reference: Reference, thresholds: Thresholds,
     none: only the absolute checks)."""
     ctx = Context(head, thresholds, noise or Noise())
     judged_ = _validity(head, thresholds, "head").add(reference.judge(ctx))
-    base = reference.base if isinstance(reference, (ABReference, ScreeningReference)) else None
+    base = reference.base if isinstance(reference, ABReference) else None
     runner_errors, warnings = _runner_notes(head, base)
     warnings += [w for who, res in (("head", head), ("base", base)) if res is not None
                  for w in shape_warnings(res, thresholds, who)]
+    warnings += machine_warnings([res for res in (head, base) if res is not None])
+    if base is not None:
+        warnings += drift_warnings(base, base.plan.ab.rounds_per_block)
     if runner_errors:
         judged_.causes.add(Cause.RUNNER)
     # what broke a side first, then what followed from it (gate.judge.first_cause)
@@ -471,7 +460,7 @@ def compare_results(head: Results, reference: Reference, thresholds: Thresholds,
     outcome = Outcome.ERROR if errors else worst([c.outcome for c in checks + judged_.validity])
     verdict = Verdict(
         outcome=outcome, headline="", mode=reference.mode, head_results=head_path,
-        base_results=reference.path if isinstance(reference, (ABReference, ScreeningReference))
+        base_results=reference.path if isinstance(reference, ABReference)
         else None,
         baseline=reference.path if isinstance(reference, BaselineReference) else None,
         checks=checks + judged_.validity, errors=errors, notes=judged_.notes,

@@ -4,11 +4,13 @@ between server pairs and between rounds (docs/compare.md, "Calibrations").
 `gate calibrate` runs A/A blocks: the same build on both sides, B rounds per block on one pair
 of freshly started servers, a new pair for every block. Per check it stores the mean of
 d = log(head / base) of every block (their spread is the spread of a block's mean, the unit of
-the sequential test, between-server offsets included) and the spread of d around its block's
-mean (round to round on one pair). One YAML file per (plan, runner key), read from every folder
-the gate looks in (baselines/noise/ and the cache folder):
+the sequential test, between-server offsets included), the spread of d around its block's
+mean (round to round on one pair), and one build's own round-to-round spread on one server
+(`side_within_sd`: the runner's noise, which a head build cannot move). One YAML file per
+(plan, runner key), read from every folder the gate looks in (baselines/noise/ and the cache
+folder):
 
-    schema_version: 2
+    schema_version: 3
     plan: cpu-smoke
     plan_hash: 3f2a...                    # Plan.measurement_hash(): cells, levels, server
     runner_key: 'cpu: AMD EPYC 7B13; cpus 2; quota none'   # runner_key(), exact or a pattern
@@ -18,14 +20,19 @@ the gate looks in (baselines/noise/ and the cache folder):
       cost: {pair_s: 70.0, round_s: 65.0}   # runner seconds: a server pair's life, a round
       checks:
         drain.req_per_min: {unit: req/min, block_means: [0.01, -0.02, ...], within_sd: 0.03,
-                            within_df: 6, sigma_single: 0.04, single_df: 11}
+                            within_df: 6, side_within_sd: 0.02, side_within_df: 12,
+                            sigma_single: 0.04, single_df: 11}
     history: [{plan_hash, run}, ...]      # runs of earlier plan hashes, not used
 
 Runs pool, newest first, until their block means have ENOUGH_BLOCK_DF degrees of freedom, so
-short calibrations (a runner calibrating itself before its first A/B) add up. Matching never
-guesses: a calibration applies only when plan name, plan hash and runner key agree; the
-lookup names for every other file what did not match. Schema v1 files (one spread per check,
-measured on one server pair) are read as one block without a between-server spread.
+short calibrations (a runner calibrating itself before its first A/B) add up, and a trusted
+run added later (`gate calibrate --add`) takes the place of the oldest. Block means are
+centred on their own run's mean. Matching never guesses: a calibration applies only when plan
+name, plan hash and runner key agree; the lookup names for every other file what did not
+match. Schema v1 files (one spread per check, measured on one server pair) are read as one
+block without a between-server spread; v2 files are v3 without the one-build spread. A run
+may hold only one build's spreads (the base side of an A/B whose base is a trusted build):
+`block_means` is then empty.
 """
 
 from __future__ import annotations
@@ -38,7 +45,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from scipy import special
 
 from gate import __version__
@@ -46,12 +53,12 @@ from gate.core.errors import GateError, MeasurementError
 from gate.core.files import load_yaml_mapping, validate
 from gate.core.store import StrictModel, dump_record, record_files, slug, today, write_record
 from gate.judge.noise_guard import newest_first, run_day
-from gate.judge.sequential import Prior, ucb_factor
+from gate.judge.sequential import Prior, RoundPair, ucb_factor, whole_blocks
 from gate.judge.sizing import Cost, Spread
 from gate.runner.fingerprint import Fingerprint
 
-NOISE_SCHEMA_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+NOISE_SCHEMA_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 MAX_RUNS = 20
 MAX_HISTORY = 20
 ENOUGH_BLOCK_DF = 9
@@ -65,17 +72,31 @@ class CheckNoise(StrictModel):
     """One check in one calibration run."""
 
     unit: str = Field("", description="unit of the figure (req/min, ms, x)")
-    block_means: list[float] = Field(min_length=1, description="mean d per block (server pair)")
+    block_means: list[float] = Field(
+        default_factory=list, description="mean d per block (server pair); empty: a run of "
+        "one build's spreads only")
     within_sd: float | None = Field(None, gt=0, description="sd of d around its block's mean")
     within_df: int = Field(0, ge=0)
+    side_within_sd: float | None = Field(
+        None, gt=0, description="sd of one build's log(figure) around its block's mean: one "
+        "server, round to round")
+    side_within_df: int = Field(0, ge=0)
     sigma_single: float | None = Field(
         None, gt=0, description="sd of log(figure) on one side: the prior of baseline mode")
     single_df: int = Field(0, ge=0)
+
+    @model_validator(mode="after")
+    def _something_measured(self) -> CheckNoise:
+        if not self.block_means and self.side_within_sd is None:
+            raise ValueError("a check needs block means or a one-build spread")
+        return self
 
 
 class CalibrationDesign(StrictModel):
     servers: Literal["persistent", "per_round"]
     rounds_per_block: int = Field(ge=1)
+    isolation: Literal["shared", "paused", "split"] = Field(
+        "shared", description="plan ab.isolation: how the idle server was kept out of the way")
 
 
 class CalibrationCost(StrictModel):
@@ -156,6 +177,8 @@ class PooledCheck:
     single_df: int
     runs: int
     blocks: int
+    side_within_var: float | None = None  # one build's round-to-round variance on one server
+    side_within_df: int = 0
 
     @property
     def between_var(self) -> float:
@@ -172,8 +195,7 @@ class PooledCheck:
     def block_var_at_least_rounds(self) -> float | None:
         """The variance of a block's mean, never below what its rounds imply (within^2 / B:
         between-pair variance is not negative). Block means can scatter less by chance; taken
-        raw, such a low estimate set healthy A/Bs' own blocks aside as noisier than the
-        calibration and let the sizing promise a design the truth does not meet."""
+        raw, such a low estimate makes the test bolder than the runner is noisy."""
         if self.block_var is None:
             return None
         return max(self.block_var, (self.within_var or 0.0) / self.design.rounds_per_block)
@@ -204,45 +226,52 @@ class PooledCheck:
         if spread is None or self.block_var is None:
             return None
         size = rounds_per_block or self.design.rounds_per_block
-        per_round = self.design.servers == "per_round"
-        round_var = spread.between**2 + spread.within**2
         block_var, block_df = self.block_var_at_least_rounds or 0.0, self.block_df
         if size != self.design.rounds_per_block:
-            block_var = round_var / size if per_round else \
-                spread.between**2 + spread.within**2 / size
+            if self.design.servers == "per_round":
+                block_var = (spread.between**2 + spread.within**2) / size
+            else:
+                block_var = spread.between**2 + spread.within**2 / size
             block_df = min(self.block_df, self.within_df or self.block_df)
-        round_df = self.block_df if per_round or not self.within_df else \
-            min(self.block_df, self.within_df)
+        if not block_var > 0:
+            return None
+        side = self.side_within_var if self.side_within_var and self.side_within_df else None
         return Prior(block_sd=math.sqrt(block_var), block_df=block_df,
                      within_sd=math.sqrt(self.within_var) if self.within_var else None,
                      within_df=self.within_df if self.within_var else 0,
-                     round_sd=math.sqrt(round_var), round_df=round_df, source=source)
+                     side_within_sd=math.sqrt(side) if side else None,
+                     side_within_df=self.side_within_df if side else 0, source=source)
 
 
 def pool(runs: Iterable[CalibrationRun], name: str, design: CalibrationDesign) -> PooledCheck:
-    """Pool the runs (newest first) that measured `name` with this design until their block
-    means have ENOUGH_BLOCK_DF degrees of freedom. Within-block spread pools over the runs of
-    the same servers mode."""
-    block_ss = within_ss = 0.0
-    block_df = within_df = used = blocks = 0
+    """Pool the runs (newest first) that measured `name` with this design (servers and rounds
+    per block) until their block means have ENOUGH_BLOCK_DF degrees of freedom: block means
+    centred on their own run's mean, round-to-round spreads of the same runs with them (a
+    spread of rounds over a block of 12 holds drift that a block of 2 does not)."""
+    block_ss = within_ss = side_ss = 0.0
+    block_df = within_df = side_df = used = blocks = 0
     single, single_df = None, 0
     for run in runs:
         c = run.checks.get(name)
-        if c is None or run.design.servers != design.servers:
+        if c is None or run.design != design:
             continue
-        if c.within_sd is not None and c.within_df:
-            within_ss, within_df = within_ss + c.within_df * c.within_sd**2, within_df + c.within_df
         if single is None and c.sigma_single is not None:
             single, single_df = c.sigma_single, c.single_df
-        if run.design.rounds_per_block == design.rounds_per_block and len(c.block_means) > 1:
-            m = np.asarray(c.block_means)
-            block_ss += float(((m - m.mean()) ** 2).sum())
-            block_df, blocks, used = block_df + m.size - 1, blocks + m.size, used + 1
+        if c.side_within_sd is not None and c.side_within_df:
+            side_ss, side_df = side_ss + c.side_within_df * c.side_within_sd**2, \
+                side_df + c.side_within_df
+        if c.within_sd is not None and c.within_df:
+            within_ss, within_df = within_ss + c.within_df * c.within_sd**2, within_df + c.within_df
+        if len(c.block_means) < 2:
+            continue
+        m = np.asarray(c.block_means)
+        block_ss += float(((m - m.mean()) ** 2).sum())
+        block_df, blocks, used = block_df + m.size - 1, blocks + m.size, used + 1
         if block_df >= ENOUGH_BLOCK_DF:
             break
     return PooledCheck(name, design, block_ss / block_df if block_df else None, block_df,
                        within_ss / within_df if within_df else None, within_df, single,
-                       single_df, used, blocks)
+                       single_df, used, blocks, side_ss / side_df if side_df else None, side_df)
 
 
 # ---------------------------------------------------------------- what applies to a run
@@ -314,27 +343,33 @@ def single_prior(noise: Noise, name: str, run_noise_pct: float, *, two_cells: bo
 # ---------------------------------------------------------------- estimate from A/A rounds
 
 
-def _paired_logs(check: str, pairs: Sequence[tuple[float, float]]) -> np.ndarray:
-    arr = np.asarray(pairs, dtype=float)
-    if arr.ndim != 2 or arr.shape[1] != 2:
-        raise GateError(f"calibration of {check}: expected (base, head) pairs")
-    bad = [i + 1 for i, (b, h) in enumerate(arr) if not (b > 0 and h > 0 and math.isfinite(b * h))]
+def _paired_logs(check: str, pairs: Sequence[RoundPair]) -> np.ndarray:
+    bad = [p.round + 1 for p in pairs
+           if not (p.base > 0 and p.head > 0 and math.isfinite(p.base * p.head))]
     if bad:
         raise MeasurementError(
             f"calibration of {check}: round(s) {bad} have a figure that is not a positive number: "
             "the measurement is broken; nothing stored")
-    return np.log(arr)
+    return np.log(np.array([(p.base, p.head) for p in pairs], dtype=float))
 
 
-def estimate_check(check: str, pairs: Sequence[tuple[float, float]], rounds_per_block: int,
+def _side_ss(logs: np.ndarray) -> tuple[float, int]:
+    """One build's log figures (blocks x rounds): sum of squares around each block's mean."""
+    return float(((logs - logs.mean(axis=1, keepdims=True)) ** 2).sum()), \
+        logs.shape[0] * (logs.shape[1] - 1)
+
+
+def estimate_check(check: str, pairs: Sequence[RoundPair], rounds_per_block: int,
                    unit: str = "") -> CheckNoise:
-    """One check's noise from its A/A (base, head) figures per round, in round order; round
-    r belongs to block r // rounds_per_block (a last, incomplete block is left out)."""
-    blocks = len(pairs) // rounds_per_block
+    """One check's noise from its A/A (base, head) figures per round: round r belongs to
+    block r // rounds_per_block, and only whole blocks count (a round missing on either side
+    takes its block out, never shifts later rounds into another server pair)."""
+    kept = [p for block in whole_blocks(pairs, rounds_per_block) for p in block]
+    blocks = len(kept) // rounds_per_block
     if blocks < 1 or blocks * rounds_per_block < 2:
-        raise GateError(f"calibration of {check}: {len(pairs)} A/A round(s) make no block of "
-                        f"{rounds_per_block} rounds with a spread; measure more rounds")
-    logs = _paired_logs(check, pairs[: blocks * rounds_per_block])
+        raise GateError(f"calibration of {check}: {len(pairs)} A/A round(s) make no whole "
+                        f"block of {rounds_per_block} rounds with a spread; measure more rounds")
+    logs = _paired_logs(check, kept)
     d = (logs[:, 1] - logs[:, 0]).reshape(blocks, rounds_per_block)
     means = d.mean(axis=1)
     within_df = blocks * (rounds_per_block - 1)
@@ -345,14 +380,40 @@ def estimate_check(check: str, pairs: Sequence[tuple[float, float]], rounds_per_
             f"calibration of {check}: the paired ratio is identical in every round (spread 0): "
             "the figures do not vary as measurements do; nothing stored")
     single = math.sqrt((float(logs[:, 0].var(ddof=1)) + float(logs[:, 1].var(ddof=1))) / 2.0)
+    side_ss, side_df = 0.0, 0
+    for column in (0, 1):  # both sides are the same build: their spreads pool
+        ss, df = _side_ss(logs[:, column].reshape(blocks, rounds_per_block))
+        side_ss, side_df = side_ss + ss, side_df + df
     return CheckNoise(
         unit=unit, block_means=[float(m) for m in means],
         within_sd=math.sqrt(within_ss / within_df) if within_df and within_ss > 0 else None,
         within_df=within_df if within_ss > 0 else 0,
+        side_within_sd=math.sqrt(side_ss / side_df) if side_df and side_ss > 0 else None,
+        side_within_df=side_df if side_ss > 0 else 0,
         sigma_single=single if single > 0 else None, single_df=len(logs) - 1 if single > 0 else 0)
 
 
-def estimate_run(pairs_by_check: Mapping[str, Sequence[tuple[float, float]]],
+def estimate_side(check: str, figures: Mapping[int, float], rounds_per_block: int,
+                  unit: str = "") -> CheckNoise | None:
+    """One build's own spreads from its figures by round (the base side of an A/B whose base
+    is a trusted build): round to round on one server, and across rounds; no paired block
+    means (the other side ran other code). None: no whole block with a spread."""
+    pairs = [RoundPair(r, v, v) for r, v in figures.items()]
+    kept = [p for block in whole_blocks(pairs, rounds_per_block) for p in block]
+    blocks = len(kept) // rounds_per_block
+    if blocks < 1 or rounds_per_block < 2:
+        return None
+    logs = _paired_logs(check, kept)[:, 0]
+    ss, df = _side_ss(logs.reshape(blocks, rounds_per_block))
+    if not ss > 0:
+        return None
+    single = float(logs.var(ddof=1)) if logs.size > 1 else 0.0
+    return CheckNoise(unit=unit, side_within_sd=math.sqrt(ss / df), side_within_df=df,
+                      sigma_single=math.sqrt(single) if single > 0 else None,
+                      single_df=logs.size - 1 if single > 0 else 0)
+
+
+def estimate_run(pairs_by_check: Mapping[str, Sequence[RoundPair]],
                  design: CalibrationDesign, provenance: NoiseProvenance,
                  cost: CalibrationCost | None = None,
                  units: Mapping[str, str] | None = None) -> CalibrationRun:

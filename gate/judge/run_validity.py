@@ -170,3 +170,70 @@ def runner_findings(results: Results, who: str) -> tuple[list[str], list[str]]:
     warnings = [f"{who} runner: {f.title}" + (f"; fix: {f.fix}" if f.fix else "")
                 for f in results.doctor.findings if f.severity.value == "warning"]
     return errors, warnings
+
+
+# The runner during the measurement: when these move, the figures moved with them.
+STEAL_WARN_PCT = 2.0  # mean share of CPU time stolen by the hypervisor over the run
+STEAL_CELL_WARN_PCT = 10.0  # in any one cell
+CLOCK_WARN_SPREAD = 0.10  # the CPU clock's range over the run, as a share of its lowest
+DRIFT_WARN_PCT = 10.0  # the base build's figure from its first block to its last
+
+
+def machine_warnings(runs: list[Results]) -> list[str]:
+    """What the runner did during these runs' cells (one machine: the A/B's two builds
+    together): steal time, and a CPU clock that moved."""
+    cells = [c for res in runs for c in res.cells if c.machine is not None]
+    steal = [(c.machine.steal_pct, c.key.label) for c in cells
+             if c.machine and c.machine.steal_pct is not None]
+    out = []
+    if steal:
+        mean = sum(s for s, _ in steal) / len(steal)
+        worst, where = max(steal)
+        if mean > STEAL_WARN_PCT or worst > STEAL_CELL_WARN_PCT:
+            out.append(f"the hypervisor took {mean:.1f}% of this runner's CPU time during the "
+                       f"cells (steal; {worst:.0f}% in {where}): the figures include it, and "
+                       "it varies from minute to minute; a runner with dedicated CPUs is "
+                       "steadier")
+    clock = [c.machine.cpu_mhz for c in cells if c.machine and c.machine.cpu_mhz]
+    if clock and max(clock) > (1 + CLOCK_WARN_SPREAD) * min(clock):
+        out.append(f"the CPU clock ranged from {min(clock):.0f} to {max(clock):.0f} MHz during "
+                   "the cells: a cell measured at a lower clock is slower for it (set the "
+                   "governor to performance, or use a runner with a fixed clock)")
+    return out
+
+
+def drift_warnings(base: Results, rounds_per_block: int) -> list[str]:
+    """The base build's headline figures from its first block to its last: the same build on
+    the same runner, so a move is the runner's (thermal, credits, neighbours)."""
+    out = []
+    for phase, arm, metric in (("drain", "guided", "output_throughput"),
+                               ("sweep", "guided", "tpot_p50")):
+        levels = sorted({c.key.concurrency for c in base.cells_of(phase, arm)})
+        for level in levels:
+            by_round: dict[int, float] = {}
+            for c in base.cells_of(phase, arm, level):
+                if (value := _figure(c, metric)) is not None:
+                    by_round[c.repeat] = value
+            blocks = sorted({r // rounds_per_block for r in by_round})
+            if len(blocks) < 2:
+                continue
+            first, last = (_mean([v for r, v in by_round.items()
+                                  if r // rounds_per_block == b]) for b in (blocks[0], blocks[-1]))
+            move = (last / first - 1.0) * 100.0
+            if abs(move) > DRIFT_WARN_PCT:
+                what = "drain output tok/s" if phase == "drain" else f"TPOT p50 at c={level}"
+                out.append(f"base: {what} moved by {move:+.0f}% from its first block to its "
+                           f"last ({blocks[-1] + 1} blocks): the same build on the same runner, "
+                           "so the runner drifted while the A/B ran (each block pairs the "
+                           "builds, so the paired figures cancel most of it)")
+    return out
+
+
+def _figure(cell, metric: str) -> float | None:
+    if metric == "tpot_p50":
+        return cell.tpot_ms.p50 if cell.tpot_ms is not None and cell.tpot_ms.count else None
+    return getattr(cell, metric) or None
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values)

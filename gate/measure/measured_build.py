@@ -27,12 +27,19 @@ from gate.core.errors import GateError, MeasurementError
 from gate.core.progress import Progress
 from gate.measure import client, metrics, server_metrics, stream_integrity
 from gate.measure.client import Request, Response, SteadyWindow
-from gate.measure.results import Arm, CellKey, CellSummary, RequestRecord, ServerInfo
+from gate.measure.results import (
+    Arm,
+    CellKey,
+    CellSummary,
+    MachineSample,
+    RequestRecord,
+    ServerInfo,
+)
 from gate.measure.server import VllmServer
 from gate.plan import workload
 from gate.plan.runner_pin import label
 from gate.plan.spec import Plan
-from gate.runner import doctor, tiny_model
+from gate.runner import doctor, probes, tiny_model
 from gate.runner.doctor import DoctorReport, Finding, Severity
 from gate.runner.fingerprint import ServedFacts
 from gate.runner.probes import read_server_log
@@ -79,7 +86,8 @@ def window_for(plan: Plan, key: CellKey, stagger_s: float = 0.0) -> SteadyWindow
         return SteadyWindow(seconds=drain.window_s, min_requests=drain.requests,
                       max_seconds=max(drain.max_window_s, drain.window_s), stagger_s=stagger_s)
     sweep = plan.sweep
-    return SteadyWindow(seconds=sweep.window_s, min_requests=sweep.min_requests_factor * key.concurrency,
+    return SteadyWindow(seconds=sweep.window_at(key.concurrency),
+                        min_requests=sweep.min_requests_factor * key.concurrency,
                   max_seconds=sweep.max_window_s, stagger_s=stagger_s)
 
 
@@ -228,8 +236,10 @@ class MeasuredBuild:
         discarded = discarded_coalesced = 0
         while True:
             before = server_metrics.scrape(self.base_url) if self.server_metrics else None
+            cpu_before = probes.read_cpu_times()
             with timed(self.timings, f"{cell.key.phase}_s"):
                 records, duration, window, result = self._send(cell)
+            steal = probes.steal_share(cpu_before, probes.read_cpu_times())
             after = server_metrics.scrape(self.base_url) if before is not None else None
             if reason := self.death():
                 raise MeasurementError(f"{self.label}: the server died during {cell.label}: "
@@ -248,7 +258,9 @@ class MeasuredBuild:
             "remeasured": discarded, "discarded_coalesced": discarded_coalesced,
             "warm_in_requests": result.warm_in if result else 0,
             "filler_requests": result.fillers if result else 0,
-            "server_times": server_metrics.difference(before, after)})
+            "server_times": server_metrics.difference(before, after),
+            "machine": MachineSample(steal_pct=None if steal is None else 100.0 * steal,
+                                     cpu_mhz=probes.read_cpu_mhz())})
         self.records += records
         self.cells.append(summary)
         self.progress(cell_line(self.label, cell, summary))
@@ -313,6 +325,7 @@ class Launch:
     python: str | None = None
     env: dict[str, str] = field(default_factory=dict)
     base_url: str | None = None
+    cpus: tuple[int, ...] | None = None  # bind the server to these CPUs (None: all the gate's)
 
 
 @dataclass
@@ -335,7 +348,7 @@ def start_server(plan: Plan, launch: Launch, info: ServerInfo, progress: Progres
     info.model = model
     log_path = launch.out / "server.log"
     server = VllmServer(plan.server, model, log_path, python=launch.python, log=progress,
-                        env=launch.env)
+                        env=launch.env, cpus=launch.cpus)
     info.base_url, info.command, info.log_path = server.base_url, server.command, str(log_path)
     progress(f"{launch.label}: starting vllm serve (log: {log_path})")
     started = time.monotonic()

@@ -138,6 +138,16 @@ class ServerTimes(BaseModel):
         None, description="vllm:time_to_first_token_seconds: the server's own TTFT")
 
 
+class MachineSample(BaseModel):
+    """What the runner did while a cell was measured (gate.runner.probes)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    steal_pct: float | None = Field(
+        None, description="% of the machine's CPU time the hypervisor stole during the cell")
+    cpu_mhz: float | None = Field(None, description="mean CPU clock at the cell's end, MHz")
+
+
 class CellSummary(_Keyed):
     """One measured cell: the drain, or one (concurrency, arm) of the sweep, one repeat."""
 
@@ -169,6 +179,8 @@ class CellSummary(_Keyed):
     filler_requests: int = Field(0, description="kept the load on after the window closed")
     server_times: ServerTimes | None = Field(
         None, description="vLLM's /metrics over the cell (None: not scraped or not exposed)")
+    machine: MachineSample | None = Field(
+        None, description="the runner during the cell: steal time, CPU clock (None: not read)")
 
     @model_validator(mode="before")
     @classmethod
@@ -235,10 +247,6 @@ class Results(BaseModel):
         None, description="gate ab: the most rounds its sequential test planned (its looks); "
         "compare replays the looks round by round. None: the repeats are judged together",
     )
-    screening: str | None = Field(
-        None, description="gate ab: why its one block was judged for gross effects only (no "
-        "calibration, a runner too noisy); such results are never re-judged as a sequential "
-        "test (gate compare refuses)")
     doctor: DoctorReport | None = Field(
         None, description="the runner doctor's findings on the serving processes")
     cells: list[CellSummary] = Field(default_factory=list)

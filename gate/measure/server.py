@@ -34,6 +34,36 @@ _OWN_PROCESS_GROUP: dict = (
 )
 
 
+def _child_setup(cpus: tuple[int, ...] | None):
+    """What the child does before exec: its own process group (Python < 3.11) and, when
+    given, the CPUs it and every process it starts may run on (inherited across fork)."""
+    if cpus is None:
+        return _OWN_PROCESS_GROUP
+
+    def setup() -> None:
+        if "preexec_fn" in _OWN_PROCESS_GROUP:
+            os.setpgrp()
+        os.sched_setaffinity(0, cpus)
+
+    return {**{k: v for k, v in _OWN_PROCESS_GROUP.items() if k != "preexec_fn"},
+            "preexec_fn": setup}
+
+
+@contextlib.contextmanager
+def paused(pgid: int | None):
+    """Stop a server's whole process group (SIGSTOP) for the block's duration and continue it
+    (SIGCONT) on every way out: an idle server that would otherwise keep polling on the CPUs
+    the measured one needs. None: nothing to pause."""
+    if pgid is None:
+        yield
+        return
+    _signal_group(pgid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        _signal_group(pgid, signal.SIGCONT)
+
+
 def free_port(host: str) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
@@ -146,8 +176,10 @@ class VllmServer:
     """`with VllmServer(...) as server:` starts it healthy and stops it whatever happens."""
 
     def __init__(self, spec: ServerSpec, model: str, log_path: Path, python: str | None = None,
-                 log: Callable[[str], None] = print, env: dict[str, str] | None = None):
+                 log: Callable[[str], None] = print, env: dict[str, str] | None = None,
+                 cpus: tuple[int, ...] | None = None):
         self.spec = spec
+        self.cpus = cpus  # None: every CPU the gate may use
         self.model = model
         self.log_path = Path(log_path)
         self.log = log
@@ -189,7 +221,7 @@ class VllmServer:
         try:
             self.proc = subprocess.Popen(
                 self.command, stdout=logfile, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=self.env, cwd=scratch_cwd(), **_OWN_PROCESS_GROUP,
+                env=self.env, cwd=scratch_cwd(), **_child_setup(self.cpus),
             )
         except OSError as exc:
             raise GateError(f"cannot launch the server ({self.command[0]}): {exc}") from None

@@ -71,8 +71,8 @@ def build_round(plan: Plan, request_s: float) -> BuildRound:
     sweep = 0.0
     if plan.sweep.enabled:
         s = plan.sweep
-        sweep = len(s.arms) * len(s.levels) * cell_s(s.window_s, s.min_requests_factor,
-                                                     s.max_window_s, request_s)
+        sweep = len(s.arms) * sum(cell_s(s.window_at(level), s.min_requests_factor,
+                                         s.max_window_s, request_s) for level in s.levels)
     return BuildRound(warmup, drain, sweep)
 
 

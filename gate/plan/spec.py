@@ -268,6 +268,12 @@ class SweepSpec(StrictModel):
     order: Literal["interleaved", "blocked"] = Field(
         "interleaved", description="interleaved: guided and free cells alternate per level"
     )
+    level_window_s: dict[int, float] = Field(
+        default_factory=dict,
+        description="a longer (or shorter) window for the cells of some levels, e.g. {4: 12}: "
+        "a round's noise shrinks with its window, so the noisiest checks' cells can be given "
+        "more time than the rest; empty: window_s for every level",
+    )
 
     @model_validator(mode="after")
     def _levels_positive(self) -> SweepSpec:
@@ -275,9 +281,18 @@ class SweepSpec(StrictModel):
             raise ValueError("sweep.levels must all be >= 1")
         if len(set(self.arms)) != len(self.arms) or not self.arms:
             raise ValueError("sweep.arms must list guided, free and/or unique once each")
-        if self.max_window_s < self.window_s:
-            raise ValueError("sweep.max_window_s must be at least sweep.window_s")
+        if self.max_window_s < max([self.window_s, *self.level_window_s.values()]):
+            raise ValueError("sweep.max_window_s must be at least sweep.window_s and every "
+                             "sweep.level_window_s")
+        if any(not w > 0 for w in self.level_window_s.values()):
+            raise ValueError("sweep.level_window_s: every window must be > 0")
+        if set(self.level_window_s) - set(self.levels):
+            raise ValueError("sweep.level_window_s names a level that sweep.levels does not hold")
         return self
+
+    def window_at(self, level: int) -> float:
+        """The window of a cell at this level."""
+        return self.level_window_s.get(level, self.window_s)
 
 
 class ABSpec(StrictModel):
@@ -300,6 +315,13 @@ class ABSpec(StrictModel):
     budget_minutes: float | None = Field(
         None, gt=0, description="the runner minutes the A/B may take; gate ab says before "
         "starting when the calibrated design needs more")
+    isolation: Literal["shared", "paused", "split"] = Field(
+        "shared",
+        description="persistent servers: how the build not being measured is kept out of the "
+        "way. shared: both servers run on all the CPUs (the idle one still polls); paused: the "
+        "idle server's processes are stopped (SIGSTOP) while the other measures a cell and "
+        "continued after; split: each server is bound to its own half of the CPUs. A "
+        "calibration counts for its own isolation only")
 
     @model_validator(mode="after")
     def _rounds(self) -> ABSpec:
@@ -394,6 +416,8 @@ class Plan(StrictModel):
         shaping["workload"].pop("expected", None)  # what a run should show, not what it does
         if shaping["workload"].get("corpus") is None:  # no corpus: the hash of before corpora
             shaping["workload"].pop("corpus", None)
+        if not shaping["sweep"].get("level_window_s"):  # one window: the hash of before
+            shaping["sweep"].pop("level_window_s", None)
         if isinstance(self.workload.json_schema, str):  # hash what is sent, not its name
             shaping["workload"]["json_schema"] = resolve_schema(self.workload.json_schema)
         for volatile in ("port", "host", "startup_timeout_s", "shutdown_timeout_s", "python"):

@@ -7,6 +7,11 @@ regression showed 1.5-6.7: docs/background.md#the-49013-regression). Time to fir
 guided requests, where grammar compilation and its cache show (TPOT barely moves), may rise by
 25% at p50 and 50% at p90, and the wait a schema adds over a free request by 25%
 (docs/compare.md#time-to-first-token-and-grammar-compilation).
+
+A threshold means what it says: a 10% throughput threshold is a drop of 10% (head at 0.9x the
+base), a 10% latency threshold a rise of 10%. An A/B fails when a change is past a threshold
+(at most 1% of verdicts fail at any change up to the thresholds) and is built to fail a change
+of 1.5x a threshold (docs/compare.md, "The sequential test").
 """
 
 from __future__ import annotations
@@ -25,7 +30,8 @@ class Thresholds(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     drain_throughput_pct: float = Field(
-        10.0, gt=0, description="fail when drain req/min or output tok/s drop by more than this %"
+        10.0, gt=0, lt=66, description="fail when drain req/min drops by more than this % "
+        "(1.5x it must stay a drop short of 100%)"
     )
     tpot_p50_pct: float = Field(10.0, gt=0, description="fail when TPOT p50 rises by more than this %")
     tpot_p99_pct: float | None = Field(
@@ -52,6 +58,15 @@ class Thresholds(BaseModel):
         25.0, gt=0, description="A/B: fail when the wait a schema adds before the first token "
         "(guided TTFT p50 over free TTFT p50 at a level, head's against base's in the same "
         "round) rises by more than this %; null: not judged",
+    )
+    ttft_wait_min_concurrency: int = Field(
+        1, ge=1, description="the wait a schema adds (ttft_wait_pct) is judged from this level "
+        "up: its ratio over the free arm's TTFT is noisy where few requests queue")
+    spread_pct: float | None = Field(
+        50.0, gt=0,
+        description="A/B: fail when the head's round-to-round spread of a judged figure (its "
+        "sd around its blocks' means) is more than this % above the base's: a jitter "
+        "regression is the head's; null: not judged",
     )
     guided_free_tpot_ratio: float | None = Field(
         1.25,

@@ -74,6 +74,52 @@ def read_governors(cpu_root: Path = CPU_SYS) -> dict[int, str]:
     return dict(sorted(out.items()))
 
 
+@dataclass(frozen=True)
+class CpuTimes:
+    """The machine's CPU time so far, all CPUs together (USER_HZ ticks of /proc/stat)."""
+
+    total: int
+    steal: int  # time the hypervisor ran something else while this VM wanted the CPU
+
+
+def read_cpu_times(proc_root: Path = PROC) -> CpuTimes | None:
+    """The first line of /proc/stat ("cpu  user nice system idle iowait irq softirq steal
+    ..."); None when unreadable. guest time is inside user, so it is not added twice."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        first = (proc_root / "stat").read_text().splitlines()[0].split()
+        if first[0] == "cpu":
+            ticks = [int(v) for v in first[1:9]]
+            return CpuTimes(total=sum(ticks), steal=ticks[7] if len(ticks) > 7 else 0)
+    return None
+
+
+def steal_share(before: CpuTimes | None, after: CpuTimes | None) -> float | None:
+    """The share (0-1) of the CPU time between two readings the hypervisor stole."""
+    if before is None or after is None or after.total <= before.total:
+        return None
+    return max(after.steal - before.steal, 0) / (after.total - before.total)
+
+
+def read_cpu_mhz(proc_root: Path = PROC, cpu_root: Path = CPU_SYS) -> float | None:
+    """The mean current clock of the CPUs, MHz: cpufreq's scaling_cur_freq where the kernel
+    exposes it, else /proc/cpuinfo's "cpu MHz" (many VMs show only the nominal clock there);
+    None when neither is readable."""
+    khz = []
+    for path in cpu_root.glob("cpu[0-9]*/cpufreq/scaling_cur_freq"):
+        with contextlib.suppress(OSError, ValueError):
+            khz.append(int(path.read_text().strip()))
+    if khz:
+        return sum(khz) / len(khz) / 1000.0
+    mhz = []
+    with contextlib.suppress(OSError):
+        for line in (proc_root / "cpuinfo").read_text().splitlines():
+            name, _, value = line.partition(":")
+            if name.strip() == "cpu MHz":
+                with contextlib.suppress(ValueError):
+                    mhz.append(float(value))
+    return sum(mhz) / len(mhz) if mhz else None
+
+
 def read_swap(proc_root: Path = PROC) -> tuple[int, int]:
     """(SwapTotal, SwapTotal - SwapFree) in KiB from meminfo; (0, 0) when unreadable."""
     fields = {}

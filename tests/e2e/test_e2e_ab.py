@@ -4,7 +4,7 @@ Against the test-only regression overlay (tests/fixtures/slow_bitmask: every eng
 holds structured-output rows burns as long again as a healthy step of its size, measured on this
 runner), the A/B is the README's own (`readme_run`): it must fail on the guided path, leave the
 free arm alone, profile both builds and name the slowed function, whether this runner has a
-calibration (the sequential test) or not (one screening block: the fixture's effect is gross).
+calibration or not (the first block's look for gross effects: the fixture's effect is gross).
 Every expectation is stated relative to what the base build measured in the same run, so that
 it holds on a slow runner as on a fast one. Both builds are profiled, every one of vLLM's
 serving processes. The healthy A/B that must never fail, and whose profile diff names nothing,

@@ -107,6 +107,6 @@ def specs_and_spreads(between: float, within: float, k: int = 3, size_: int = 2
     """`k` checks at a 10% threshold, each with this calibrated spread (9 df)."""
     spread = Spread(between, within)
     prior = seq.Prior(block_sd=spread.block_sd(size_), block_df=9, within_sd=within,
-                      within_df=9, round_sd=math.hypot(between, within), round_df=9)
+                      within_df=9)
     specs = [seq.CheckSpec(f"c{i}", 10.0, seq.LOWER, prior) for i in range(k)]
     return specs, [spread] * k

@@ -10,9 +10,9 @@ from pathlib import Path
 from support.vllm_helpers import stand_in_plan
 
 
-def fake_plan(tmp_path: Path, servers: str = "persistent") -> Path:
+def fake_plan(tmp_path: Path, servers: str = "persistent", max_rounds: int = 2) -> Path:
     plan, _ = stand_in_plan(tmp_path, **{
         "warmup": {"requests": 2, "concurrency": 2}, "drain.enabled": False,
         "sweep.levels": [2], "sweep.window_s": 0.5, "sweep.max_window_s": 5,
-        "sweep.min_requests_factor": 2, "ab.servers": servers, "ab.max_rounds": 2})
+        "sweep.min_requests_factor": 2, "ab.servers": servers, "ab.max_rounds": max_rounds})
     return plan

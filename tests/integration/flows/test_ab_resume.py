@@ -1,6 +1,7 @@
-"""`gate ab` as a real subprocess on this machine, where no vllm serve is needed: it refuses to
-start without a calibration or with a budget too small for the calibrated design (exit 5,
-naming the fix, no server started), and `--resume DIR` continues the sequential test recorded
+"""`gate ab` as a real subprocess on this machine, where no vllm serve is needed: asked to start
+only from a calibration (--no-screening) it refuses without one, and it refuses a budget that
+holds no block (exit 5, naming the fix, no server started); `--resume DIR` continues the
+sequential test recorded
 in DIR's ab-state.json and results (the round trip of the state file), or refuses, naming why.
 
 The recorded results carry this machine's real fingerprint (taken with the gate's own
@@ -117,11 +118,9 @@ def test_resume_refuses_what_would_change_the_test(tmp_path):
     assert code == EXIT_BAD_INPUT and "no ab-state.json there" in err
 
 
-def test_no_calibration_stops_before_any_server_and_names_the_fix(tmp_path):
-    """Asked not to screen a block for gross effects (what an uncalibrated A/B does by
-    default: tests/e2e), `gate ab` measures nothing without a calibration, and still leaves a
-    verdict: undecided, naming what would decide, so that no later step (the action's
-    compare) can take the empty folder for a pass."""
+def test_no_calibration_stops_before_any_server_when_asked_and_names_the_fix(tmp_path):
+    """Asked to start only from a calibration (by default an uncalibrated A/B learns the
+    runner's noise from its own blocks: tests/e2e), `gate ab` measures nothing without one."""
     plan, marker = small_plan(tmp_path)
     code, out, err = gate("ab", "--plan", str(plan), "--out", str(tmp_path / "ab"),
                           "--noise-dir", str(tmp_path / "noise"), "--no-screening",
@@ -136,20 +135,19 @@ def test_no_calibration_stops_before_any_server_and_names_the_fix(tmp_path):
     assert server_processes(marker) == [] and not (tmp_path / "ab" / "head").exists()
 
 
-def test_a_stored_calibration_sizes_the_test_and_a_small_budget_is_refused(tmp_path,
-                                                                           this_machine):
+def test_a_budget_that_holds_no_block_is_refused_before_any_server(tmp_path, this_machine):
     plan, marker = small_plan(tmp_path, **{"sweep.levels": [4, 8]})
     probe = recorded(this_machine, "head", [15.0]).model_copy(
         update={"plan": load_plan(str(plan)), "plan_hash": load_plan(str(plan)).measurement_hash()})
-    # every check the plan judges
+    # every check the plan judges; a block costs 60 s + 2 x 90 s on this calibration
     every = tuple(s.name for s in planned_slots(load_plan(str(plan)), load_plan(str(plan)).thresholds))
     store_for(tmp_path / "cache" / "noise", probe, names=every, between=0.01, within=0.03)
     code, out, err = gate("ab", "--plan", str(plan), "--out", str(tmp_path / "ab"),
                         "--budget-minutes", "1", "--noise-dir", str(tmp_path / "none"),
-                        "--no-screening", cache=tmp_path / "cache")
+                        cache=tmp_path / "cache")
     assert code == EXIT_UNDECIDED, err
-    assert "a budget of 1 runner minutes cannot reach a decision" in out, out
-    assert "raise --budget-minutes to" in out
+    assert "a budget of 1 runner minutes holds no block" in out, out
+    assert "raise --budget-minutes to at least 4" in out
     assert load_verdict(tmp_path / "ab" / "verdict.json").decide_with.startswith(
         "--budget-minutes ")
     assert server_processes(marker) == []

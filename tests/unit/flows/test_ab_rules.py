@@ -6,10 +6,12 @@ from __future__ import annotations
 import pytest
 from support.factories import cell, gpu_plan, make_results
 
-from gate.core.errors import MeasurementError
+from gate.core.errors import GateError, MeasurementError
 from gate.flows import ab
 from gate.flows.calibrate import aa_pairs
 from gate.judge.verdict import Outcome, Verdict
+from gate.measure.measured_build import cells_for_repeat
+from gate.plan.spec import load_plan
 
 
 @pytest.mark.parametrize(("outcome", "stop"), [
@@ -26,15 +28,26 @@ def test_a_block_that_would_not_fit_the_budget_is_not_started():
     assert ab.fits_budget(elapsed_s=1e9, block_s=None, budget_minutes=1)
 
 
-@pytest.mark.parametrize(("more_blocks", "blocks"), [(None, 10), (3, 3)])
-def test_a_screened_block_prices_the_calibration_it_asks_for(more_blocks, blocks):
-    verdict = Verdict(outcome=Outcome.INCONCLUSIVE, headline="x", mode="ab",
-                      runner_seconds={"wall": 266.0})
-    why = ab.Uncalibrated("no calibration of this runner", more_blocks)
-    text = ab.screened_message(verdict, why)
-    assert text.startswith("screened one block: no gross slowdown")
-    assert f"This block took 266 s, so {blocks} calibration blocks take about " \
-           f"{round(blocks * 266 / 60)} runner minutes here" in text
+def test_every_cell_changes_build_order_from_round_to_round():
+    """ABBA per cell: whichever build goes first in a cell goes second in the same cell of the
+    next round, wherever the interleaved sweep puts the cell in the round (before, the sweep's
+    arm flip and the build flip cancelled: guided c=4 was the head's first in every round)."""
+    plan = load_plan("cpu-smoke")
+    order = ab.cell_order(plan)
+    first = {}
+    for r in range(4):
+        for cell_ in cells_for_repeat(plan, r):
+            key = (cell_.key.phase, cell_.key.arm, cell_.key.concurrency)
+            first.setdefault(key, []).append((r + order[key]) % 2 == 0)
+    assert all(seq == [seq[0], not seq[0]] * 2 for seq in first.values())
+
+
+def test_split_cpus_swap_halves_between_builds_and_blocks():
+    assert ab.split_cpus("base", 0, {0, 1}) == (0,) and ab.split_cpus("head", 0, {0, 1}) == (1,)
+    assert ab.split_cpus("base", 1, {0, 1}) == (1,)
+    assert ab.split_cpus("head", 2, {0, 1, 2, 3}) == (2, 3)
+    with pytest.raises(GateError, match="at least 2 CPUs"):
+        ab.split_cpus("base", 0, {0})
 
 
 def test_a_side_error_carries_its_side_as_data():
@@ -56,8 +69,9 @@ def test_calibration_pairs_each_round_of_every_check():
         return make_results(cells, plan=plan)
 
     pairs, units = aa_pairs(side(1.0), side(1.1), plan)
-    assert pairs["drain.req_per_min"] == [(200.0, pytest.approx(220.0))] * 2
-    assert pairs["sweep.c8.tpot_p50_ms"] == [(20.0, pytest.approx(22.0))] * 2
-    assert pairs["ratio.c8.tpot_p50"] == [(2.0, pytest.approx(2.2))] * 2
+    assert [(p.round, p.base, p.head) for p in pairs["drain.req_per_min"]] == \
+        [(r, 200.0, pytest.approx(220.0)) for r in range(2)]
+    assert [(p.base, p.head) for p in pairs["sweep.c8.tpot_p50_ms"]] == [(20.0, pytest.approx(22.0))] * 2
+    assert [(p.base, p.head) for p in pairs["ratio.c8.tpot_p50"]] == [(2.0, pytest.approx(2.2))] * 2
     assert {"sweep.c8.tpot_p99_ms", "sweep.c8.itl_p99_ms"} <= set(pairs)  # judged or not
     assert units["ratio.c8.tpot_p50"] == "x"

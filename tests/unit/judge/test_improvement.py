@@ -1,16 +1,14 @@
 """Both directions: factory results through the judge. A head decidedly better than its base
 by more than the threshold is an improvement, said so in the headline and the tables and never
-a failure; a smaller gain is a pass and no more; screening decides an improvement by its own
-gross rule, as it decides a failure."""
+a failure; a smaller gain is a pass and no more."""
 
 from __future__ import annotations
 
 from support.calibrations import noise_for_results
-from support.factories import cell, drain_results, gpu_plan, make_results
+from support.factories import cell, gpu_plan, make_results
 
-from gate.judge.compare import ABReference, ScreeningReference, compare_results
+from gate.judge.compare import ABReference, compare_results
 from gate.judge.improvement import change_word, improvements, mark_improvements, past_threshold
-from gate.judge.noise import Noise
 from gate.judge.verdict import Check, Outcome
 from gate.plan.thresholds import Thresholds
 from gate.report.terminal import render_verdict
@@ -66,17 +64,6 @@ def test_an_improvement_beside_a_slowdown_is_named_after_the_failure_never_as_on
     assert v.headline.startswith("FAIL: TPOT p50")
     assert "; improved: drain req/min (guided) +28." in v.headline
     assert by_name(v, "drain.req_per_min").outcome == Outcome.PASS
-
-
-def test_screening_decides_a_gross_gain_in_every_round_as_an_improvement():
-    v = compare_results(drain_results([480.0, 470.0]), ScreeningReference(drain_results(
-        [233.0, 230.0])), T, noise=Noise())
-    drain = by_name(v, "drain.req_per_min")
-    assert drain.outcome == Outcome.PASS and drain.improved and drain.decided_at_round == 2
-    one_off = compare_results(drain_results([480.0, 240.0]), ScreeningReference(drain_results(
-        [233.0, 230.0])), T, noise=Noise())
-    assert by_name(one_off, "drain.req_per_min").outcome == Outcome.INCONCLUSIVE
-    assert not by_name(one_off, "drain.req_per_min").improved
 
 
 def test_past_threshold_reads_each_direction():

@@ -1,5 +1,7 @@
-"""gate/judge/noise.py: estimating a calibration run from A/A blocks (between server pairs and
-between rounds), pooling runs, the runner key, the YAML file (schema v2, v1 read), matching."""
+"""gate/judge/noise.py: estimating a calibration run from A/A blocks (between server pairs,
+between rounds, one build's own rounds), a build's own spreads from the base side of an A/B,
+pooling runs (the same design only), the runner key, the YAML file (schema v3, v1 and v2
+read), matching."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from support.paths import REPO_ROOT
 from gate.core.errors import EXIT_BAD_INPUT, EXIT_ERROR, GateError, MeasurementError
 from gate.judge import noise
 from gate.judge.noise import CalibrationDesign, CalibrationKey
+from gate.judge.sequential import RoundPair
 from gate.runner.gpus import Gpu
 
 KEY = CalibrationKey(plan="cpu-smoke", plan_hash="abc123",
@@ -26,13 +29,19 @@ SHIPPED = REPO_ROOT / "baselines" / "noise" / "cpu-smoke--cpu-amd-epyc.yaml"
 
 
 def aa_blocks(blocks: int, between: float, within: float, seed: int, size: int = 2,
-              offset: float = 0.0) -> list[tuple[float, float]]:
+              offset: float = 0.0) -> list[RoundPair]:
     """(base, head) per round: a server pair offset per block, round noise on top."""
     rng = np.random.default_rng(seed)
     pair = np.repeat(rng.normal(offset, between, blocks), size)
     d = pair + rng.normal(0, within, blocks * size)
     base = 300.0 * np.exp(rng.normal(0, 0.03, blocks * size))
-    return list(zip(base.tolist(), (base * np.exp(d)).tolist(), strict=True))
+    return [RoundPair(r, b, h) for r, (b, h) in enumerate(zip(base.tolist(),
+                                                               (base * np.exp(d)).tolist(),
+                                                               strict=True))]
+
+
+def rounds(*figures: tuple[float, float]) -> list[RoundPair]:
+    return [RoundPair(r, b, h) for r, (b, h) in enumerate(figures)]
 
 
 def run_of(seed: int = 0, blocks: int = 6, **kw) -> noise.CalibrationRun:
@@ -49,24 +58,34 @@ def run_of(seed: int = 0, blocks: int = 6, **kw) -> noise.CalibrationRun:
 def test_a_run_keeps_each_blocks_mean_and_the_spread_around_it():
     pairs = aa_blocks(5, 0.03, 0.02, 1)
     c = noise.estimate_check("drain.req_per_min", pairs, 2, "req/min")
-    d = np.array([math.log(h / b) for b, h in pairs]).reshape(5, 2)
+    d = np.array([math.log(p.head / p.base) for p in pairs]).reshape(5, 2)
     assert c.block_means == pytest.approx(d.mean(axis=1).tolist())
     within = math.sqrt(((d - d.mean(axis=1, keepdims=True)) ** 2).sum() / 5)
     assert c.within_sd == pytest.approx(within) and c.within_df == 5
     assert c.sigma_single is not None and c.single_df == 9 and c.unit == "req/min"
+    # one build's own rounds: both sides are that build, 5 df each
+    logs = np.log([[p.base, p.head] for p in pairs]).reshape(5, 2, 2)
+    side = ((logs - logs.mean(axis=1, keepdims=True)) ** 2).sum() / 10
+    assert c.side_within_sd == pytest.approx(math.sqrt(side)) and c.side_within_df == 10
     # a last, incomplete block is left out
-    assert len(noise.estimate_check("x", pairs + pairs[:1], 2).block_means) == 5
+    extra = [*pairs, RoundPair(10, 300.0, 301.0)]
+    assert len(noise.estimate_check("x", extra, 2).block_means) == 5
+    # a round missing on one side takes its block out: it does not shift the later rounds
+    gap = [p for p in pairs if p.round != 3]
+    assert noise.estimate_check("x", gap, 2).block_means == pytest.approx(
+        [c.block_means[i] for i in (0, 2, 3, 4)])
 
 
 def test_estimate_refuses_broken_calibrations():
-    with pytest.raises(GateError, match="make no block") as err:
-        noise.estimate_check("drain.req_per_min", [(300.0, 301.0)], 2)
+    with pytest.raises(GateError, match="make no whole block") as err:
+        noise.estimate_check("drain.req_per_min", rounds((300.0, 301.0)), 2)
     assert err.value.exit_code == EXIT_BAD_INPUT
     with pytest.raises(MeasurementError, match=r"drain.req_per_min: round\(s\) \[2\]") as err:
-        noise.estimate_check("drain.req_per_min", [(300.0, 301.0), (0.0, 299.0)], 2)
+        noise.estimate_check("drain.req_per_min", rounds((300.0, 301.0), (0.0, 299.0)), 2)
     assert err.value.exit_code == EXIT_ERROR
     with pytest.raises(MeasurementError, match="spread 0"):
-        noise.estimate_check("sweep.c8.tpot_p50_ms", [(10.0, 11.0), (20.0, 22.0)] * 2, 2)
+        noise.estimate_check("sweep.c8.tpot_p50_ms", rounds(*[(10.0, 11.0), (20.0, 22.0)] * 2),
+                             2)
     with pytest.raises(GateError, match="no paired figures"):
         noise.estimate_run({}, PERSISTENT2, noise.make_provenance())
 
@@ -112,9 +131,9 @@ def test_a_prior_for_the_test_and_its_source():
                     "cal.yaml")
     p = n.prior("drain.req_per_min", PERSISTENT2)
     pooled = n.pooled("drain.req_per_min", PERSISTENT2)
-    assert p is not None and p.block_df == 9
+    assert p is not None and p.block_df == 9 and p.df == 9
     assert p.block_sd == pytest.approx(math.sqrt(pooled.block_var))
-    assert p.block_ucb > p.block_sd
+    assert p.side_within_sd is not None and p.side_within_df == 20
     assert "10 blocks of 2 rounds from 1 run(s) (cal.yaml)" in p.source
     assert n.prior("sweep.c32.tpot_p50_ms", PERSISTENT2) is None
     single = noise.single_prior(n, "drain.req_per_min", 12.5)
@@ -148,6 +167,31 @@ def test_block_means_that_scattered_less_than_their_rounds_do_not_shrink_the_pri
     assert prior.block_sd == pytest.approx(math.sqrt(spread.between**2 + spread.within**2 / 2))
 
 
+def test_the_base_side_of_an_ab_gives_that_builds_own_spreads_only():
+    """An A/B whose base is a trusted build: its base side measures that build's round-to-round
+    spread on one server and its spread across rounds, never paired block means (the head
+    ran other code)."""
+    figures = {r: 300.0 * (1.02 if r % 2 else 0.98) for r in range(8)}
+    side = noise.estimate_side("drain.req_per_min", figures, 2, "req/min")
+    assert side is not None and side.block_means == [] and side.within_sd is None
+    assert side.side_within_df == 4
+    assert side.side_within_sd == pytest.approx(math.log(1.02 / 0.98) / math.sqrt(2))
+    assert noise.estimate_side("x", {0: 300.0}, 2) is None  # no whole block
+    run = noise.CalibrationRun(provenance=noise.make_provenance(), design=PERSISTENT2,
+                               checks={"drain.req_per_min": side})
+    pooled = noise.pool([run, run_of(blocks=10)], "drain.req_per_min", PERSISTENT2)
+    assert pooled.block_df == 9 and pooled.side_within_df == 4 + 20  # both pool
+    with pytest.raises(ValueError, match="block means or a one-build spread"):
+        noise.CheckNoise()
+
+
+def test_a_calibration_counts_for_its_own_isolation_only():
+    run = run_of(blocks=10)
+    paused = CalibrationDesign(servers="persistent", rounds_per_block=2, isolation="paused")
+    assert noise.pool([run], "drain.req_per_min", paused).block_df == 0
+    assert noise.pool([run], "drain.req_per_min", PERSISTENT2).block_df == 9
+
+
 # ---------------------------------------------------------------- the runner key
 
 
@@ -167,7 +211,7 @@ def test_store_adds_runs_newest_first_and_moves_another_plan_hash_to_history(tmp
     assert path.name == "cpu-smoke--cpu-test-cpu-9000-cpus-2-quota-none.yaml"
     assert noise.store_run(tmp_path, KEY, run_of(1)) == path
     cal = noise.load_calibration(path)
-    assert len(cal.runs) == 2 and cal.runs[0] == run_of(1) and cal.schema_version == 2
+    assert len(cal.runs) == 2 and cal.runs[0] == run_of(1) and cal.schema_version == 3
     moved = noise.store_run(tmp_path, KEY.model_copy(update={"plan_hash": "def456"}), run_of(2))
     cal = noise.load_calibration(moved)
     assert moved == path and cal.plan_hash == "def456" and cal.runs == [run_of(2)]
@@ -183,17 +227,23 @@ def test_a_v1_file_is_read_as_one_block_without_a_between_server_spread(tmp_path
     assert "read from schema v1" in cal.runs[0].provenance.note
     n = noise.Noise((cal,), "v1")
     assert n.prior("drain.req_per_min", PERSISTENT2) is None  # no between-server spread
-    assert n.pooled("drain.req_per_min", PERSISTENT2).within_df == 11
+    # nor does its spread of a round over a block of 12 count for blocks of 2
+    assert n.pooled("drain.req_per_min", PERSISTENT2).within_df == 0
+    twelve = CalibrationDesign(servers="persistent", rounds_per_block=12)
+    assert n.pooled("drain.req_per_min", twelve).within_df == 11
 
 
-def test_the_shipped_calibration_is_migrated_and_pools_with_new_blocks():
+def test_the_shipped_calibration_is_read_and_its_one_pair_does_not_pool_into_blocks_of_two():
+    """The shipped file's 12 rounds of one server pair carry drift a block of 2 does not: a
+    runner's short calibration of blocks of 2 pools only with blocks of 2 (before, its spread
+    of a round borrowed the 12-round one: within_df 4 + 11)."""
     cal = noise.load_calibration(SHIPPED)
     assert cal.schema_version == 2 and cal.runner_key == "cpu: AMD EPYC; cpus 2; quota none"
     assert cal.runs[0].checks["drain.req_per_min"].within_df == 11 and len(cal.history) == 1
     key = cal.identity
     more = noise.NoiseCalibration(**key.model_dump(), runs=[run_of(blocks=4), *cal.runs])
     pooled = noise.Noise((more,), "x").pooled("drain.req_per_min", PERSISTENT2)
-    assert pooled.block_df == 3 and pooled.within_df == 4 + 11
+    assert pooled.block_df == 3 and pooled.within_df == 4
 
 
 def test_a_v1_file_is_upgraded_when_a_run_is_added(tmp_path):
@@ -201,7 +251,7 @@ def test_a_v1_file_is_upgraded_when_a_run_is_added(tmp_path):
     key = noise.load_calibration(path).identity
     assert noise.store_run(tmp_path, key, run_of(0)) == path
     cal = noise.load_calibration(path)
-    assert cal.schema_version == 2 and len(cal.runs) == 2
+    assert cal.schema_version == 3 and len(cal.runs) == 2
 
 
 _V1_EXAMPLE = {
@@ -230,7 +280,7 @@ def test_broken_files_name_the_key(tmp_path):
         noise.load_calibration(_write(tmp_path / "junk.yaml", "runs: [unclosed"))
     with pytest.raises(GateError, match="mapping"):
         noise.load_calibration(_write(tmp_path / "list.yaml", "- 1\n"))
-    with pytest.raises(GateError, match=r"schema v9; this gate reads v1, v2: calibrate again"):
+    with pytest.raises(GateError, match=r"schema v9; this gate reads v1, v2, v3: calibrate again"):
         noise.load_calibration(_write(tmp_path / "v9.yaml", {**good, "schema_version": 9}))
     with pytest.raises(GateError, match=r"(?s)schema v1\).*checks.drain.req_per_min.sigma"):
         noise.load_calibration(_write(tmp_path / "v1.yaml", {

@@ -1,5 +1,5 @@
-"""What would decide a plan on a runner too noisy for its thresholds (gate.judge.reach): the
-advice `gate ab` gives must be one that, taken, gives a design."""
+"""What would meet the goals on a runner too noisy for a plan's thresholds within its limits
+(gate.judge.reach): the advice in `gate ab`'s notes must be one that, taken, meets them."""
 
 from __future__ import annotations
 
@@ -15,16 +15,16 @@ from support.calibrations import (
     specs_and_spreads,
 )
 
-from gate.judge.ab_design import TooNoisy, design_ab
+from gate.judge.ab_design import design_ab
 from gate.judge.noise import Noise
 from gate.judge.reach import MAX_FACTOR, Check, longer_design, looser_thresholds
 from gate.judge.sizing import Cost, size
 from gate.plan.spec import apply_overrides
 
 
-def loud_tpot_noise(between: float = 0.07, within: float = 0.05) -> Noise:
-    """Every check calm but TPOT p50's, whose spread between server pairs is as loud as the
-    slower 2-core runner class measured (about 8%)."""
+def loud_tpot_noise(between: float = 0.025, within: float = 0.025) -> Noise:
+    """Every check calm but those of TPOT p50 (and its guided/free ratio), whose spread
+    between server pairs is loud."""
     calm = calibration_run(names=CPU_SMOKE_CHECKS, between=0.01, within=0.03)
     loud = calibration_run(names=CPU_SMOKE_CHECKS, between=between, within=within)
     checks = {n: (loud if "tpot_p50" in n else calm).checks[n] for n in CPU_SMOKE_CHECKS}
@@ -34,9 +34,9 @@ def loud_tpot_noise(between: float = 0.07, within: float = 0.05) -> Noise:
 
 @pytest.fixture(scope="module")
 def advice() -> str:
-    with pytest.raises(TooNoisy) as err:
-        design_ab(CPU_SMOKE, CPU_SMOKE.thresholds, loud_tpot_noise())
-    return str(err.value)
+    design = design_ab(CPU_SMOKE, CPU_SMOKE.thresholds, loud_tpot_noise())
+    assert not design.sizing.reachable and "What would meet them here" in design.note
+    return design.note
 
 
 def test_the_longer_design_it_names_is_taken_as_named(advice):
@@ -53,17 +53,17 @@ def test_the_longer_design_it_names_is_taken_as_named(advice):
 
 def test_the_looser_thresholds_it_names_decide_within_the_plans_blocks(advice):
     flags = dict(re.findall(r"--threshold (\w+)=([\d.]+)", advice))
-    assert set(flags) == {"tpot_p50_pct"}  # only the loud check's threshold moves
+    # only the loud checks' thresholds move (TPOT p50, and the overhead: a ratio of TPOT p50s)
+    assert "tpot_p50_pct" in flags and set(flags) <= {"tpot_p50_pct", "overhead_pct"}
     value = float(flags["tpot_p50_pct"])
     assert CPU_SMOKE.thresholds.tpot_p50_pct < value <= MAX_FACTOR * CPU_SMOKE.thresholds.tpot_p50_pct
-    looser = CPU_SMOKE.thresholds.model_copy(update={"tpot_p50_pct": value})
+    looser = CPU_SMOKE.thresholds.model_copy(update={k: float(v) for k, v in flags.items()})
     design = design_ab(CPU_SMOKE, looser, loud_tpot_noise())
     # ... and within the plan's budget: the advice names --budget-minutes when it would not be
     assert "--budget-minutes" not in advice.split("looser thresholds")[1]
     tight = apply_overrides(CPU_SMOKE, ab={"budget_minutes": 5})
-    with pytest.raises(TooNoisy) as err:
-        design_ab(tight, tight.thresholds, loud_tpot_noise())
-    budget = re.search(r"--threshold tpot_p50_pct=[\d.]+ --budget-minutes (\d+)`", str(err.value))
+    note = design_ab(tight, tight.thresholds, loud_tpot_noise()).note
+    budget = re.search(r"--threshold tpot_p50_pct=[\d.]+ --budget-minutes (\d+)`", note)
     assert budget is not None
     taken = apply_overrides(tight, ab={"budget_minutes": int(budget.group(1))})
     assert design_ab(taken, looser, loud_tpot_noise()).sizing.reachable
@@ -72,7 +72,7 @@ def test_the_looser_thresholds_it_names_decide_within_the_plans_blocks(advice):
 
 
 def test_the_search_raises_the_loudest_check_by_whole_steps_only_as_far_as_needed():
-    specs, spreads = specs_and_spreads(0.07, 0.05, k=2)
+    specs, spreads = specs_and_spreads(0.04, 0.04, k=2)
     checks = [Check(specs[0], spreads[0], "loud_pct"),
               Check(specs[1], spreads[1], "other_pct")]
     quiet_specs, quiet_spreads = specs_and_spreads(0.005, 0.01, k=1)

@@ -8,13 +8,15 @@ from support import factories as f
 
 from gate.judge.run_validity import (
     ab_errors,
+    drift_warnings,
     integrity_errors,
+    machine_warnings,
     plan_differences,
     runner_findings,
     validity_checks,
 )
 from gate.judge.verdict import Outcome
-from gate.measure.results import RequestRecord
+from gate.measure.results import MachineSample, RequestRecord
 from gate.plan.thresholds import Thresholds
 from gate.runner.doctor import DoctorReport, Finding, Severity
 
@@ -153,3 +155,39 @@ def test_runner_findings_split_into_errors_with_the_fix_and_warnings():
     errors, warnings = runner_findings(results, "head")
     assert errors == ["head runner: torch uses 172 threads on 12 CPUs; fix: set OMP_NUM_THREADS=12"]
     assert warnings == ["head runner: governor is powersave"]
+
+
+# ---- what the runner did during the run ---------------------------------------------------------
+
+
+def _sampled(cells, steal=None, mhz=None):
+    return [c.model_copy(update={"machine": MachineSample(
+        steal_pct=None if steal is None else steal[i], cpu_mhz=None if mhz is None else mhz[i])})
+        for i, c in enumerate(cells)]
+
+
+def test_steal_time_and_a_moving_clock_are_warned_about():
+    cells = [f.cell("sweep", "guided", 8, r) for r in range(4)]
+    calm = f.make_results(_sampled(cells, steal=[0.5, 0.8, 0.2, 1.0], mhz=[2500.0] * 4))
+    assert machine_warnings([calm]) == []
+    stolen = f.make_results(_sampled(cells, steal=[0.5, 0.8, 14.0, 1.0]))
+    (w,) = machine_warnings([stolen])
+    assert "hypervisor took 4.1%" in w and "14% in sweep guided c=8 r3" in w
+    clocked = f.make_results(_sampled(cells, mhz=[2500.0, 2100.0, 2500.0, 2450.0]))
+    (w,) = machine_warnings([clocked])
+    assert "from 2100 to 2500 MHz" in w
+    assert machine_warnings([f.make_results(cells)]) == []  # nothing read: nothing said
+
+
+def test_a_base_that_drifts_from_its_first_block_to_its_last_is_warned_about():
+    plan = f.gpu_plan(levels=(8,), repeats=6)
+    steady = [f.cell("sweep", "guided", 8, r, tpot_p50=20.0 + 0.1 * r) for r in range(6)]
+    assert drift_warnings(f.make_results(steady, plan=plan), 2) == []
+    drifting = [f.cell("sweep", "guided", 8, r, tpot_p50=20.0 * (1 + 0.1 * (r // 2)))
+                for r in range(6)]
+    (w,) = drift_warnings(f.make_results(drifting, plan=plan), 2)
+    assert w.startswith("base: TPOT p50 at c=8 moved by +20% from its first block to its last")
+    drain = [f.cell("drain", "guided", 64, r, output_tps=300.0 * (0.8 if r > 3 else 1.0))
+             for r in range(6)]
+    (w,) = drift_warnings(f.make_results(drain, plan=plan), 2)
+    assert "drain output tok/s moved by -20%" in w

@@ -1,9 +1,11 @@
 """gate/judge/sizing.py and ab_design.py: what a runner needs to decide a plan (blocks, minutes,
-error rates at both ends), and gate ab's refusal to start when it cannot decide."""
+error rates at no change, at the thresholds and at 1.5x them), the design from nothing, and
+what a calibration's notes say when the plan's limits hold less than the goals need."""
 
 from __future__ import annotations
 
 import math
+import re
 import shlex
 
 import numpy as np
@@ -21,7 +23,7 @@ from support.calibrations import (
 from gate.cli.ab import ab_plan
 from gate.cli.calibrate import calibrated_plan
 from gate.cli.main import build_parser
-from gate.core.errors import EXIT_UNDECIDED, CannotDecide
+from gate.core.errors import EXIT_UNDECIDED
 from gate.judge.ab_design import Uncalibrated, calibrated_design, calibration_command, design_ab
 from gate.judge.checks import judged, planned_slots, ratio_slots, slots
 from gate.judge.noise import Noise
@@ -36,23 +38,34 @@ def test_a_block_costs_a_pair_of_server_starts_and_its_rounds():
 
 def test_persistent_blocks_share_an_offset_per_round_blocks_do_not():
     rng = np.random.default_rng(0)
-    shared = draw(rng, Spread(0.1, 0.0), 0.0, 2000, Layout(3, 2))
+    shared = draw(rng, Spread(0.1, 0.0), 0.0, 2000, Layout(3, 2)).badness
     assert np.allclose(shared[:, 0], shared[:, 1])
-    own = draw(rng, Spread(0.1, 0.0), 0.0, 2000, Layout(3, 2, pairs_per_block=2))
+    own = draw(rng, Spread(0.1, 0.0), 0.0, 2000, Layout(3, 2, pairs_per_block=2)).badness
     assert not np.allclose(own[:, 0], own[:, 1])
     assert np.std(own.mean(axis=1)) == pytest.approx(0.1 / math.sqrt(6), rel=0.1)
 
 
+def test_each_builds_rounds_make_the_paired_spread():
+    """Each build's own rounds vary by within / sqrt 2, so the paired ratio's rounds vary by
+    `within` around their block's offset, and the head's figure is the base's plus it."""
+    drawn = draw(np.random.default_rng(1), Spread(0.0, 0.1), 0.05, 20000, Layout(1, 2))
+    assert np.std(drawn.base) == pytest.approx(0.1 / math.sqrt(2), rel=0.05)
+    assert np.std(drawn.badness) == pytest.approx(0.1, rel=0.05)
+    assert np.allclose(drawn.head - drawn.base, drawn.badness)
+
+
 def test_a_sized_design_meets_the_goals_and_more_noise_needs_more_blocks():
     cost = Cost(70.0, 65.0)
-    calm = size(*specs_and_spreads(0.01, 0.03), 2, cost, paths=1500)
-    noisy = size(*specs_and_spreads(0.03, 0.05), 2, cost, paths=1500)
+    calm = size(*specs_and_spreads(0.01, 0.02), 2, cost, paths=1500)
+    noisy = size(*specs_and_spreads(0.02, 0.03), 2, cost, paths=1500)
     for s in (calm, noisy):
-        assert s.reachable and s.false_fail <= FALSE_FAIL_GOAL and s.miss <= MISS_GOAL
+        assert s.reachable and s.miss <= MISS_GOAL
+        assert s.false_fail <= s.false_fail_at_threshold <= FALSE_FAIL_GOAL
     assert noisy.design.max_blocks > calm.design.max_blocks
     assert noisy.minutes_max == pytest.approx(noisy.design.max_blocks * 200.0 / 60)
     assert calm.aa_rounds_median <= calm.design.max_rounds
-    assert size(*specs_and_spreads(0.01, 0.03), 2, cost, paths=1500) == calm  # seeded
+    assert size(*specs_and_spreads(0.01, 0.02), 2, cost, paths=1500) == calm  # seeded
+    assert "false fail at most 1% by construction" in calm.describe()
 
 
 def test_noise_far_beyond_the_thresholds_is_unreachable():
@@ -111,68 +124,74 @@ def test_the_calibration_gate_ab_advises_is_the_one_it_then_finds(changes):
     assert calibrated.name == plan.name
 
 
-def test_no_calibration_stops_before_measuring_and_names_the_fix():
+def test_no_calibration_runs_from_nothing_and_says_what_would_shorten_it():
+    """A calibration is never a precondition: with none the A/B runs the plan's limits and
+    learns the runner's noise; only --calibrate (require_calibration) stops before measuring."""
+    nothing = Noise(description="no calibration found")
+    design = design_ab(CPU_SMOKE, CPU_SMOKE.thresholds, nothing)
+    assert design.sizing is None and design.block_s is None
+    assert design.design.max_blocks == CPU_SMOKE.ab.max_rounds // 2
+    assert design.design.family_size == len(CPU_SMOKE_CHECKS)
+    assert "learns this runner's noise from its own blocks" in design.describe()
+    assert "gate calibrate --plan cpu-smoke --blocks 10" in design.note
+    assert "no calibration found" in design.note and "gate calibrate --add" in design.note
     with pytest.raises(Uncalibrated) as err:
-        design_ab(CPU_SMOKE, CPU_SMOKE.thresholds, Noise(description="no calibration found"))
+        design_ab(CPU_SMOKE, CPU_SMOKE.thresholds, nothing, require_calibration=True)
     assert err.value.exit_code == EXIT_UNDECIDED
-    text = str(err.value)
-    assert "gate calibrate --plan cpu-smoke --blocks 10" in text and "gate ab --calibrate" in text
-    assert "no calibration found" in text and "drain.req_per_min" in text
+    assert "gate calibrate --plan cpu-smoke --blocks 10" in str(err.value)
 
 
 NAMES = CPU_SMOKE_CHECKS
 
 
-def test_a_calibrated_runner_gets_a_design_within_the_plans_budget():
-    noise = noise_for_results(cpu_smoke_results(), names=NAMES, between=0.01, within=0.03)
+def test_cpu_smoke_judges_one_check_per_signal():
+    """The guided TTFT p50 follows TPOT p50 at its level and is not judged; the wait a schema
+    adds is judged at c=8 only; drain output tok/s is drain req/min read per token."""
+    assert NAMES == ("drain.req_per_min", "sweep.c4.tpot_p50_ms", "sweep.c8.tpot_p50_ms",
+                     "ratio.c8.ttft_p50", "ratio.c8.tpot_p50")
+
+
+def test_a_calibrated_runner_gets_a_design_within_the_plans_limits():
+    noise = noise_for_results(cpu_smoke_results(), names=NAMES, between=0.01, within=0.02)
     design = design_ab(CPU_SMOKE, CPU_SMOKE.thresholds, noise)
     assert design.checks == NAMES
     assert design.design.rounds_per_block == 2 and design.sizing.reachable
     assert design.design.max_rounds <= CPU_SMOKE.ab.max_rounds
-    assert design.sizing.block_s == 60.0 + 2 * 90.0  # the calibration's measured cost
+    assert design.block_s == 60.0 + 2 * 90.0  # the calibration's measured cost
     assert "block(s) of 2 rounds" in design.describe()
 
 
-def test_a_budget_too_small_is_said_before_spending_it_with_the_budget_that_would_do():
-    noise = noise_for_results(cpu_smoke_results(), names=NAMES, between=0.02, within=0.04)
+def test_a_budget_too_small_is_said_and_the_ab_still_runs():
+    noise = noise_for_results(cpu_smoke_results(), names=NAMES, between=0.01, within=0.02)
     design = design_ab(CPU_SMOKE, CPU_SMOKE.thresholds, noise)
     blocks = design.sizing.blocks_to_decide()
     assert blocks is not None and blocks <= design.design.max_blocks
     decide_min = blocks * design.sizing.block_s / 60
     tight = CPU_SMOKE.model_copy(update={"ab": CPU_SMOKE.ab.model_copy(
         update={"budget_minutes": decide_min * 0.9})})
-    with pytest.raises(CannotDecide) as err:
-        design_ab(tight, tight.thresholds, noise)
-    assert not isinstance(err.value, Uncalibrated)
-    assert "cannot reach a decision" in str(err.value)
-    assert f"raise --budget-minutes to {decide_min:.0f}" in str(err.value)
-    # a budget that lets healthy A/Bs decide, short of the whole design: taken, with a note
-    short = CPU_SMOKE.model_copy(update={"ab": CPU_SMOKE.ab.model_copy(
-        update={"budget_minutes": decide_min + 0.1})})
-    taken = design_ab(short, short.thresholds, noise)
+    taken = design_ab(tight, tight.thresholds, noise)
     assert taken.design == design.design
-    assert ("gate ab --resume" in taken.note) == (design.sizing.minutes_max > decide_min + 0.1)
-    few = CPU_SMOKE.model_copy(update={"ab": CPU_SMOKE.ab.model_copy(update={"max_rounds": 2})})
-    with pytest.raises(CannotDecide, match="raise --max-rounds"):
-        design_ab(few, few.thresholds, noise)
+    assert f"raise --budget-minutes to {math.ceil(decide_min)}" in taken.note
+    assert "gate ab --resume" in taken.note
 
 
 def test_a_runner_too_noisy_for_the_thresholds_is_told_what_helps():
     noise = noise_for_results(cpu_smoke_results(), names=NAMES, between=0.3, within=0.3)
-    with pytest.raises(CannotDecide, match=r"Neither 60 blocks nor thresholds up to 3x .* "
-                       "lengthen the cells"):
-        design_ab(CPU_SMOKE, CPU_SMOKE.thresholds, noise)
+    design = design_ab(CPU_SMOKE, CPU_SMOKE.thresholds, noise)
+    assert not design.sizing.reachable
+    assert design.design.max_blocks == CPU_SMOKE.ab.max_rounds // 2  # the plan's, run anyway
+    assert re.search(r"Neither 60 blocks nor thresholds up to 3x .* lower the runner's noise",
+                     design.note)
     few = noise_for_results(cpu_smoke_results(), names=NAMES, between=0.04, within=0.05,
                             blocks=3)
-    with pytest.raises(Uncalibrated, match=r"rests on 3 server pairs .* calibrate 7 more blocks"
-                       ) as err:
-        design_ab(CPU_SMOKE, CPU_SMOKE.thresholds, few)
-    assert err.value.more_blocks == 7  # gate ab --calibrate tops it up by as many
+    design = design_ab(CPU_SMOKE, CPU_SMOKE.thresholds, few)
+    assert re.search(r"rests on 3 server pairs .* calibrating 7 more blocks", design.note)
 
 
 def test_a_calibration_of_another_block_size_does_not_count():
     run = calibration_run(names=NAMES, rounds_per_block=4)
     noise = noise_for_results(cpu_smoke_results(), names=NAMES)
     other = Noise((noise.calibrations[0].model_copy(update={"runs": [run]}),), "b4")
+    assert design_ab(CPU_SMOKE, CPU_SMOKE.thresholds, other).sizing is None
     with pytest.raises(Uncalibrated):
-        design_ab(CPU_SMOKE, CPU_SMOKE.thresholds, other)
+        design_ab(CPU_SMOKE, CPU_SMOKE.thresholds, other, require_calibration=True)

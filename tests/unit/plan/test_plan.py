@@ -130,3 +130,28 @@ def test_the_tests_shrunk_plan_judges_what_cpu_smoke_judges(tmp_path):
     shrunk, smoke = load_plan(str(path)), load_plan("cpu-smoke")
     assert shrunk.thresholds == smoke.thresholds and shrunk.thresholds.tpot_p99_pct is None
     assert shrunk.server.served_model_name == name and shrunk.sweep.levels == [4]
+
+
+def test_longer_cells_for_some_levels_are_their_own_measurement():
+    """sweep.level_window_s gives some levels' cells more time (a round's noise shrinks with
+    its window): it changes the measured cells and so the hash, and leaves the hash of every
+    plan without it as it was."""
+    plan = load_plan("cpu-smoke")
+    data = plan.model_dump(mode="json")
+    data["sweep"]["level_window_s"] = {4: 12}
+    longer = parse_plan(data)
+    assert longer.sweep.window_at(4) == 12 and longer.sweep.window_at(8) == plan.sweep.window_s
+    assert longer.measurement_hash() != plan.measurement_hash()
+    assert plan.measurement_hash() == "d5cf5a0968023a1a"  # the kept calibrations' hash
+    for bad, why in (({16: 12}, "names a level"), ({4: 99}, "max_window_s")):
+        data["sweep"]["level_window_s"] = bad
+        with pytest.raises(GateError, match=why):
+            parse_plan(data)
+
+
+def test_the_isolation_of_the_idle_server_is_a_plan_key_defaulting_to_shared():
+    plan = load_plan("cpu-smoke")
+    assert plan.ab.isolation == "shared"
+    paused = apply_overrides(plan, ab={"isolation": "paused"})
+    assert paused.ab.isolation == "paused"
+    assert paused.measurement_hash() == plan.measurement_hash()  # the cells are the same

@@ -37,6 +37,8 @@ from gate.runner.probes import (
     parse_server_log,
     process_quota,
     process_tree,
+    read_cpu_mhz,
+    read_cpu_times,
     read_disk,
     read_governors,
     read_host,
@@ -47,6 +49,7 @@ from gate.runner.probes import (
     read_swap,
     sample_busy_threads,
     server_log_path,
+    steal_share,
 )
 
 LOGS = FIXTURES / "doctor"
@@ -127,6 +130,24 @@ def test_governor_not_performance_is_a_warning(tmp_path):
     assert ok.severity is Severity.info
     (absent,) = governor_findings(host(governors=read_governors(tmp_path / "none")))
     assert absent.severity is Severity.info and "no CPU frequency" in absent.title
+
+
+def test_steal_and_the_cpu_clock_are_read_from_proc_and_sys(tmp_path):
+    """What the runner did during a cell: the hypervisor's steal out of all CPU time between
+    two readings of /proc/stat, and the mean clock (cpufreq where exposed, else cpuinfo)."""
+    write(tmp_path, "stat", "cpu  100 0 50 800 10 0 5 35 0 0\ncpu0 1 2 3\n")
+    before = read_cpu_times(tmp_path)
+    assert before is not None and (before.total, before.steal) == (1000, 35)
+    write(tmp_path, "stat", "cpu  200 0 100 1500 10 0 10 185 0 0\n")
+    after = read_cpu_times(tmp_path)
+    assert steal_share(before, after) == pytest.approx(150 / 1005)
+    assert steal_share(after, before) is None and read_cpu_times(tmp_path / "none") is None
+    write(tmp_path, "cpuinfo", "processor: 0\ncpu MHz\t\t: 2450.000\nprocessor: 1\n"
+          "cpu MHz\t\t: 2550.000\n")
+    assert read_cpu_mhz(tmp_path, tmp_path / "no-sys") == pytest.approx(2500.0)
+    write(tmp_path, "sys/cpu0/cpufreq/scaling_cur_freq", "3000000\n")
+    assert read_cpu_mhz(tmp_path, tmp_path / "sys") == pytest.approx(3000.0)
+    assert read_cpu_mhz(tmp_path / "none", tmp_path / "none") is None
 
 
 def test_swap_in_use_is_a_warning(tmp_path):
