@@ -21,6 +21,7 @@ from gate import __version__
 from gate.core.settings import check_marker_id
 from gate.evidence.attribution import Evidence
 from gate.evidence.hunks import HunkSet
+from gate.judge.trajectory import Trajectory
 from gate.judge.verdict import Outcome, Verdict
 from gate.measure.results import Results
 from gate.profile.diff_file import ProfileDiff
@@ -56,11 +57,13 @@ class ReportInput:
     chart_note: str | None = None
     profile_diff: ProfileDiff | None = None
     evidence: Evidence | None = None
+    history: dict[str, list[float]] | None = None  # check -> its nights on the default branch
+    trajectories: list[Trajectory] | None = None  # the A/B's sequential test, look by look
 
     def run(self) -> RunInput:
         return RunInput(self.verdict, self.head, self.base, self.hunks, None, self.title,
                         self.chart_series, self.chart_name, self.chart_note, self.profile_diff,
-                        self.evidence)
+                        self.evidence, self.history, self.trajectories)
 
 
 def document(runs: list[RunInput], limit: int, frame: Frame | None = None) -> Document:
