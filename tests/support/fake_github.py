@@ -37,6 +37,17 @@ its commits, oldest first): identical (head is the branch's tip), behind (an old
 it), diverged (a commit in `elsewhere`, e.g. a fork's, which GitHub's compare also finds), or
 404 for a commit it does not know.
 
+Issues, workflow dispatch and permissions (`gate history alert` and `acknowledge`): GET
+/repos/{o}/{r}/issues lists `issues` (state=open|closed|all, default open; paged, newest first
+like GitHub, pull requests among them when `pulls_in_issues`); POST /repos/{o}/{r}/issues opens
+one written by the token's identity; PATCH /repos/{o}/{r}/issues/{n} edits title, body, state
+and state_reason (403 for a read-only token); POST /repos/{o}/{r}/actions/workflows/{file}/
+dispatches answers 204 and keeps the dispatch in `dispatches`, 404 for a workflow not in
+`workflows`, 422 "Unexpected inputs provided" for an input the workflow does not declare,
+like GitHub; GET /repos/{o}/{r}/collaborators/{login}/permission answers GitHub's
+{permission, role_name, user} from `permissions` (a login not there: none; one in
+`unknown_users`: 404).
+
 Every request is recorded (method, path, query, headers, body) for assertions.
 """
 
@@ -122,6 +133,11 @@ class FakeGitHub:
         self.branches: dict[str, list[str]] = {}  # branch -> its commits, oldest first
         self.elsewhere: set[str] = set()  # commits of other branches or forks
         self.reviews: dict[int, list[dict[str, Any]]] = {}  # PR number -> reviews, oldest first
+        self.issues: dict[int, dict[str, Any]] = {}  # number -> the issue as GitHub shows it
+        self.workflows: dict[str, set[str]] = {}  # workflow file -> the inputs it declares
+        self.dispatches: list[dict[str, Any]] = []  # (workflow, ref, inputs) as received
+        self.permissions: dict[str, str] = {}  # login -> admin, write, read, none
+        self.unknown_users: set[str] = set()
         self.requests: list[Recorded] = []
         self.failures: list[Failure] = []
         self.break_creates: list[str] = []
@@ -296,6 +312,8 @@ class FakeGitHub:
         rest = parts[3:]
         if (answer := self._route_trust(method, rest, token)) is not None:
             return answer
+        if (answer := self._route_history(method, path, rest, query, token, body)) is not None:
+            return answer
         writes = method in ("POST", "PATCH")
         if writes and token in self.fork_tokens:
             return 403, {}, {"message": INTEGRATION_403}
@@ -362,6 +380,73 @@ class FakeGitHub:
             return 200, {}, [{"name": name} for name in labels]
         return None
 
+    # -- issues, dispatches, permissions (gate history) -----------------------------------
+    def add_issue(self, title: str, body: str, login: str = GITHUB_ACTIONS,
+                  state: str = "open") -> dict[str, Any]:
+        with self._lock:
+            return self._add_issue(title, body, login, state)
+
+    def _add_issue(self, title: str, body: str, login: str, state: str = "open"):
+        self._next_id += 1
+        number = len(self.issues) + 1
+        issue = {"id": self._next_id, "number": number, "title": title, "body": body,
+                 "state": state, "state_reason": None,
+                 "user": {"login": login, "type": "Bot" if login.endswith("[bot]") else "User"},
+                 "html_url": f"https://github.com/{self.repository}/issues/{number}"}
+        self.issues[number] = issue
+        return issue
+
+    def _route_history(self, method, path, rest, query, token, body):
+        """issues (list, create, edit), workflow dispatches and collaborator permissions;
+        None for any other path."""
+        writes = method in ("POST", "PATCH")
+        if rest == ["issues"] and method == "GET":
+            state = query.get("state", ["open"])[0]
+            items = [i for i in reversed(self.issues.values())
+                     if state == "all" or i["state"] == state]
+            return self._paged(path, items, query)
+        if writes and token in self.fork_tokens and rest[:1] in (["issues"], ["actions"]):
+            return 403, {}, {"message": INTEGRATION_403}
+        if rest == ["issues"] and method == "POST":
+            if not isinstance(body, dict) or not body.get("title"):
+                return 422, {}, {"message": "Validation Failed",
+                                 "errors": [{"field": "title", "code": "missing_field"}]}
+            return 201, {}, self._add_issue(body["title"], body.get("body") or "",
+                                            self.login_of(token) or "")
+        if len(rest) == 2 and rest[0] == "issues" and rest[1].isdigit() and method == "PATCH":
+            issue = self.issues.get(int(rest[1]))
+            if issue is None:
+                return 404, {}, {"message": "Not Found"}
+            body = body if isinstance(body, dict) else {}
+            if invalid := _invalid_body(body if "body" in body else {"body": ""}):
+                return invalid
+            for key in ("title", "body", "state", "state_reason"):
+                if key in body:
+                    issue[key] = body[key]
+            return 200, {}, issue
+        if (len(rest) == 4 and rest[:2] == ["actions", "workflows"] and rest[3] == "dispatches"
+                and method == "POST"):
+            declared = self.workflows.get(unquote(rest[2]))
+            if declared is None:
+                return 404, {}, {"message": "Not Found"}
+            inputs = (body or {}).get("inputs") or {}
+            extra = sorted(set(inputs) - declared)
+            if extra or not (body or {}).get("ref"):
+                return 422, {}, {"message": f"Unexpected inputs provided: {extra}"
+                                 if extra else "Invalid request: ref is missing"}
+            self.dispatches.append({"workflow": unquote(rest[2]), "ref": body["ref"],
+                                    "inputs": dict(inputs)})
+            return 204, {}, None
+        if len(rest) == 4 and rest[0] == "collaborators" and rest[3] == "permission" \
+                and method == "GET":
+            login = unquote(rest[1])
+            if login in self.unknown_users:
+                return 404, {}, {"message": "Not Found"}
+            permission = self.permissions.get(login, "none")
+            return 200, {}, {"permission": permission, "role_name": permission,
+                             "user": {"login": login, "type": "User"}}
+        return None
+
     def _compare(self, basehead: str):
         base, sep, head = basehead.partition("...")
         history = self.branches.get(base)
@@ -426,9 +511,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         status, extra, payload = answer
-        data = json.dumps(payload).encode()
+        data = b"" if status == 204 else json.dumps(payload).encode()
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        if status != 204:
+            self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         for key, value in {**self.fake.rate_headers(), **extra}.items():
             self.send_header(key, value)
