@@ -8,7 +8,8 @@ log(nights); then every proposal must hold up on its own, or it is dropped and i
 segments are judged as one, weakest first, until all that remain hold:
 
 - significance: a two-sided t test of the logs of the segment before against the segment
-  after has p <= alpha;
+  after has p <= alpha, and still does with the shorter segment's most extreme night left
+  out (one wild night never carries a change point);
 - size: the segments' medians differ by at least `min_sigmas` units of the noise and
   `min_change_pct` percent (medians, so one wild night inside a segment moves nothing);
 - persistence: at least `min_persistence` nights of the segment after (and of the segment
@@ -23,6 +24,7 @@ machine, in any order of calls.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -60,6 +62,7 @@ def night_noise(logs: np.ndarray) -> float:
 class _Split:
     at: int
     p: float
+    p_without: float  # without the shorter segment's most extreme night
     before: float  # medians, log scale
     after: float
     left: int  # nights on their level's side, before and after
@@ -67,21 +70,41 @@ class _Split:
     size: int  # nights in the segment after
 
 
+def _t_p(left: np.ndarray, right: np.ndarray) -> float:
+    """Two-sided Student t test of two segments' logs (their noise is the same: a step moves
+    the level, not the spread)."""
+    if left.size < 2 or right.size < 2:
+        return 1.0
+    if np.ptp(left) == 0 and np.ptp(right) == 0:  # identical figures on both sides
+        return 0.0 if left[0] != right[0] else 1.0
+    with warnings.catch_warnings():  # nearly identical figures: scipy warns, the p stands
+        warnings.simplefilter("ignore", RuntimeWarning)
+        p = float(stats.ttest_ind(left, right).pvalue)
+    return p if math.isfinite(p) else 1.0
+
+
 def _split(y: np.ndarray, lo: int, at: int, hi: int) -> _Split:
     left, right = y[lo:at], y[at:hi]
-    p = float(stats.ttest_ind(left, right).pvalue) if left.size > 1 and right.size > 1 else 1.0
-    if not math.isfinite(p):  # both segments constant
-        p = 0.0 if np.median(left) != np.median(right) else 1.0
     ml, mr = float(np.median(left)), float(np.median(right))
+    # Significant without any single night: the shorter segment's night farthest from the
+    # other segment's level is left out, so one wild night never carries a change point.
+    short, other = (right, left) if right.size <= left.size else (left, right)
+    if short.size > 2:
+        toward = np.argmax(short) if np.median(short) > np.median(other) else np.argmin(short)
+        short = np.delete(short, toward)
+    return _Split(at, _t_p(left, right), _t_p(short, other), ml, mr, *_sides(left, right, ml, mr))
+
+
+def _sides(left: np.ndarray, right: np.ndarray, ml: float, mr: float) -> tuple[int, int, int]:
     mid = (ml + mr) / 2.0
-    up = mr > ml
-    return _Split(at, p, ml, mr, int(np.sum(left < mid) if up else np.sum(left > mid)),
-                  int(np.sum(right > mid) if up else np.sum(right < mid)), right.size)
+    if mr > ml:
+        return int(np.sum(left < mid)), int(np.sum(right > mid)), right.size
+    return int(np.sum(left > mid)), int(np.sum(right < mid)), right.size
 
 
 def _holds(s: _Split, sigma: float, st: DetectSettings) -> bool:
     change = abs(s.after - s.before)
-    return (s.p <= st.alpha and s.left >= st.min_persistence and s.right >= st.min_persistence
+    return (s.p <= st.alpha and s.p_without <= st.alpha_without and s.left >= st.min_persistence and s.right >= st.min_persistence
             and change >= st.min_sigmas * sigma
             and abs(math.expm1(s.after - s.before)) * 100.0 >= st.min_change_pct)
 

@@ -133,9 +133,11 @@ class DetectSettings(Strict):
 
     penalty_factor: float = Field(2.0, gt=0, description="Pelt's penalty per change point, in "
                                   "units of log(nights), on the series scaled by its noise")
-    alpha: float = Field(3e-4, gt=0, lt=1, description="largest p value of a change point")
+    alpha: float = Field(1e-4, gt=0, lt=1, description="largest p value of a change point")
+    alpha_without: float = Field(1e-3, gt=0, lt=1, description="largest p value with the "
+                                 "shorter segment's most extreme night left out")
     min_persistence: int = Field(3, ge=2, description="nights on the new level (and before it)")
-    min_sigmas: float = Field(1.5, ge=0, description="smallest change, in units of the noise")
+    min_sigmas: float = Field(2.0, ge=0, description="smallest change, in units of the noise")
     min_change_pct: float = Field(2.0, ge=0, description="smallest change in percent, whatever "
                                   "the noise")
     spike_sigmas: float = Field(3.0, gt=0, description="the latest night is regressed when this "

@@ -86,21 +86,28 @@ def file_version(conn: sqlite3.Connection) -> int:
 
 
 def migrate(conn: sqlite3.Connection, where: str) -> int:
-    """Bring the file up to SCHEMA_VERSION; the version it held before."""
+    """Bring the file up to the last migration's version; the version it held before."""
     held = file_version(conn)
-    if held > SCHEMA_VERSION:
+    latest = MIGRATIONS[-1][0]
+    if held > latest:
         raise GateError(f"{where} has history schema v{held}; this gate reads up to "
-                        f"v{SCHEMA_VERSION}: use a newer gate")
+                        f"v{latest}: use a newer gate")
+    now = held
     for version, _what, statements in MIGRATIONS:
         if version <= held:
             continue
-        with transaction(conn):  # one transaction per migration: all of it, or none
-            if version == 1:
-                conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
-                conn.execute("INSERT INTO schema_version VALUES (0)")
-            for statement in statements:
-                conn.execute(statement)
-            conn.execute("UPDATE schema_version SET version = ?", (version,))
+        try:
+            with transaction(conn):  # one transaction per migration: all of it, or none
+                if version == 1:
+                    conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+                    conn.execute("INSERT INTO schema_version VALUES (0)")
+                for statement in statements:
+                    conn.execute(statement)
+                conn.execute("UPDATE schema_version SET version = ?", (version,))
+        except sqlite3.DatabaseError as exc:
+            raise GateError(f"could not bring {where} to history schema v{version}: {exc}; "
+                            f"that migration was rolled back (the file stays at v{now})") from None
+        now = version
     return held
 
 

@@ -223,12 +223,17 @@ def open_store(path: Path, *, create: bool = False) -> HistoryStore:
     if path.exists() and not path.is_file():
         raise GateError(f"{path} is not a file")
     path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, isolation_level=None)
     try:
-        conn = sqlite3.connect(path, isolation_level=None)
-        conn.execute("PRAGMA foreign_keys = ON")
+        try:
+            conn.execute("PRAGMA foreign_keys = ON")
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise GateError(f"{path} is not a readable history file: {exc}") from None
         migrate(conn, str(path))
-    except sqlite3.DatabaseError as exc:
-        raise GateError(f"{path} is not a readable history file: {exc}") from None
+    except GateError:
+        conn.close()
+        raise
     return HistoryStore(conn, path)
 
 

@@ -21,8 +21,8 @@ answers GitHub's secondary-limit 403 (with or without retry-after) until its win
 on `clock()`, so a client that retries early is refused again.
 
 Failures to inject, consumed in order: `fail_next(status, times, headers, message, method)`;
-`break_next_create(mode)`: the next POST creates its comment and then answers 502 ("502") or
-drops the connection without an answer ("drop"). `link_base` makes Link headers point to
+`break_next_create(mode)`: the next POST creates its comment (or issue) and then answers 502
+("502") or drops the connection without an answer ("drop"). `link_base` makes Link headers point to
 another server. `clock` is injectable (tests share a FakeClock with the client).
 
 Environments, labels and reviews (`gate trust`): GET /repos/{o}/{r}/environments/{name}
@@ -411,8 +411,12 @@ class FakeGitHub:
             if not isinstance(body, dict) or not body.get("title"):
                 return 422, {}, {"message": "Validation Failed",
                                  "errors": [{"field": "title", "code": "missing_field"}]}
-            return 201, {}, self._add_issue(body["title"], body.get("body") or "",
-                                            self.login_of(token) or "")
+            issue = self._add_issue(body["title"], body.get("body") or "",
+                                    self.login_of(token) or "")
+            if self.break_creates:  # applied, then answered 502 or not at all
+                return (502, {}, {"message": "Server Error"}) \
+                    if self.break_creates.pop(0) == "502" else DROP
+            return 201, {}, issue
         if len(rest) == 2 and rest[0] == "issues" and rest[1].isdigit() and method == "PATCH":
             issue = self.issues.get(int(rest[1]))
             if issue is None:
@@ -437,7 +441,7 @@ class FakeGitHub:
             self.dispatches.append({"workflow": unquote(rest[2]), "ref": body["ref"],
                                     "inputs": dict(inputs)})
             return 204, {}, None
-        if len(rest) == 4 and rest[0] == "collaborators" and rest[3] == "permission" \
+        if len(rest) == 3 and rest[0] == "collaborators" and rest[2] == "permission" \
                 and method == "GET":
             login = unquote(rest[1])
             if login in self.unknown_users:
