@@ -17,7 +17,7 @@ from gate.github.workflow_commands import safe_std_streams
 COMMANDS = (
     "doctor", "run", "ab", "bisect", "calibrate", "compare", "verdict", "baseline", "hunks", "scope", "profile",
     "report", "publish", "trust", "annotate", "install_vllm", "tiny_model", "corpus", "export",
-    "fingerprint", "history",
+    "fingerprint", "history", "buildkite",
 )
 COMMAND_NAMES = {name.replace("_", "-"): name for name in COMMANDS}
 
