@@ -204,6 +204,13 @@ class HistoryStore:
         return Series(plan=plan, runner_class=runner_class, check=check, label=last[7],
                       unit=last[8], direction=last[9], judged=bool(last[10]), points=points)
 
+    def recent(self, plan: str, runner_class: str, nights: int = 30) -> dict[str, list[float]]:
+        """Each check's last `nights` on the default branch for this plan and runner class
+        (the report's sparklines)."""
+        return {s.check: s.values()[-nights:] for s in self.all_series(judged_only=False,
+                                                                       plan=plan)
+                if s.runner_class == runner_class}
+
     def all_series(self, *, judged_only: bool = True, plan: str | None = None,
                    checks: list[str] | None = None) -> list[Series]:
         return [self.series(p, r, c) for p, r, c in self.series_keys(judged_only=judged_only)

@@ -15,6 +15,7 @@ from support.fake_github import TOKEN
 from gate.history.replay import nights
 from gate.judge.baseline import load_all
 from gate.judge.verdict import load_verdict, save_verdict
+from gate.report.pictures import sparkline
 
 SHAS = [f"{i:02x}" * 20 for i in range(1, 60)]
 PR_HEAD = "e" * 40
@@ -185,3 +186,19 @@ def test_the_baseline_moves_after_an_acknowledged_slowdown_merged(tmp_path, env,
     else:
         assert moved.returncode == 2 and "gate history detect" in moved.stderr
         assert baseline.figures["drain.req_per_min"].point > 200
+
+
+def test_the_report_shows_each_checks_history_on_main(tmp_path, env):
+    db = tmp_path / "history.sqlite"
+    record(tmp_path, db, [233.0, 231.0, 235.0, 232.0])
+    head = f.results_folder(tmp_path / "head", f.drain_results(
+        [121.0, 122.0], plan=f.cpu_plan(), fp=f.fingerprint()))
+    verdict = save_verdict(f.verdict(), tmp_path / "verdict.json")
+    proc = gate_in_process("report", "--verdict", verdict, "--head", head / "results.json",
+                           "--history", db)
+    assert proc.returncode == 0, proc.stderr
+    assert "| At a glance | Against the threshold | Main, nightly |" in proc.stdout
+    row = next(line for line in proc.stdout.split("\n")
+               if line.startswith("| Drain req/min (guided) | `"))
+    nightly = [(v * v * 1.01) ** 0.5 for v in (233.0, 231.0, 235.0, 232.0)]  # each night's geomean
+    assert row.endswith(f"| {sparkline(nightly)} |") and sparkline(nightly)[2] == "█"
