@@ -58,6 +58,7 @@ class Mark:
 class Tick:
     at: float
     label: str
+    anchor: str = "middle"  # the first x tick starts at its place, the last ends there
 
 
 @dataclass
@@ -123,8 +124,10 @@ def chart_for(plan: str, check: str, group: list[Series], found: dict[str, Serie
         colour = colours[s.runner_class]
         path = " ".join(f"{'M' if k == 0 else 'L'}{fx(x):.1f},{fy(y):.1f}"
                         for k, (x, y) in enumerate(zip(xs, ys, strict=True)))
-        steps = " ".join(f"{'M' if k == 0 else 'L'}{fx(x):.1f},{fy(y):.1f}"
-                         for k, (x, y) in enumerate(zip(xs, levels, strict=False)))
+        cuts = [0, *[c.index for c in det.change_points], len(xs)] if det else []
+        steps = " ".join(f"M{fx(xs[lo]):.1f},{fy(levels[lo]):.1f} L{fx(xs[hi - 1]):.1f},"
+                         f"{fy(levels[lo]):.1f}" for lo, hi in zip(cuts, cuts[1:], strict=False)
+                         if hi > lo)
         dots = [Dot(round(fx(x), 1), round(fy(y), 1),
                     f"{p.commit[:12]} · {p.at[:10]} · {y:.4g} {s.unit}")
                 for x, y, p in zip(xs, ys, s.points, strict=True)]
@@ -141,12 +144,14 @@ def chart_for(plan: str, check: str, group: list[Series], found: dict[str, Serie
             chart.marks.append(Mark(round(x, 1), kind, f"{cp.change_pct:+.0f}%", tip))
         chart.open_regressions += len(det.open_regressions()) if det else 0
     if by_time:
-        span = [x0 + (x1 - x0) * k / 4 for k in range(5)]
-        chart.x_ticks = [Tick(round(fx(t), 1), dt.datetime.fromtimestamp(t, dt.timezone.utc)
-                              .strftime("%Y-%m-%d")) for t in span]
+        at = [x0 + (x1 - x0) * k / 4 for k in range(5)]
+        labels = [dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%Y-%m-%d") for t in at]
     else:
-        chart.x_ticks = [Tick(round(fx(float(k)), 1), f"night {k + 1}")
-                         for k in sorted({0, int(x1) // 2, int(x1)})]
+        at = [float(k) for k in sorted({0, int(x1) // 2, int(x1)})]
+        labels = [f"night {int(k) + 1}" for k in at]
+    chart.x_ticks = [Tick(round(fx(t), 1), label, "start" if i == 0 else
+                          "end" if i == len(at) - 1 else "middle")
+                     for i, (t, label) in enumerate(zip(at, labels, strict=True))]
     return chart
 
 

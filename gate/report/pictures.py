@@ -78,16 +78,24 @@ def _fmt(x: float) -> str:
     return f"{x:.4g}"
 
 
+def _init(*colours: str) -> str:
+    """Mermaid's init line: the lines' colours in order, and a chart short enough to sit in
+    a comment."""
+    palette = ", ".join(colours)
+    return ('%%{init: {"xyChart": {"width": 640, "height": 260}, "themeVariables": '
+            f'{{"xyChart": {{"plotColorPalette": "{palette}"}}}}}}}}%%')
+
+
 def mermaid_series(values: Sequence[float], levels: Sequence[float] | None, *, title: str,
                    y_label: str) -> Markup:
-    """A mermaid xychart: the nights as a line, and (when given) the level of each night's
-    segment as a second line (the step detection found). `title` and `y_label` must be the
+    """A mermaid xychart: the nights as a line (blue), and (when given) the level of each
+    night's segment as a second line (grey: the step detection found). `title` and `y_label` must be the
     gate's own words (they are quoted, not escaped)."""
     if not values:
         return Markup("")
     top = max(max(values), *(levels or [0.0])) * 1.1
     safe = [t.replace('"', "'") for t in (title, y_label)]
-    lines = ["```mermaid", "xychart-beta", f'    title "{safe[0]}"',
+    lines = ["```mermaid", _init("#1565c0", "#8c959f"), "xychart-beta", f'    title "{safe[0]}"',
              f'    x-axis "night" 1 --> {len(values)}', f'    y-axis "{safe[1]}" 0 --> {_fmt(top)}',
              "    line [" + ", ".join(_fmt(v) for v in values) + "]"]
     if levels:
@@ -98,8 +106,8 @@ def mermaid_series(values: Sequence[float], levels: Sequence[float] | None, *, t
 
 def mermaid_looks(llrs: Sequence[float], rounds: Sequence[int], *, fail_at: float,
                   pass_at: float, title: str) -> Markup:
-    """The sequential test's log-likelihood ratio after each look (x: the look's round), with
-    the boundaries it passes or fails at as flat lines."""
+    """The sequential test's log-likelihood ratio after each look (x: the look's round, red),
+    with the boundaries it fails (grey, above) or passes (green, below) at as flat lines."""
     if not llrs:
         return Markup("")
     lo = min(min(llrs), pass_at) * 1.2
@@ -107,7 +115,8 @@ def mermaid_looks(llrs: Sequence[float], rounds: Sequence[int], *, fail_at: floa
     labels = ", ".join(f'"r{r}"' for r in rounds)
     safe = title.replace('"', "'")
     return Markup("\n".join([
-        "```mermaid", "xychart-beta", f'    title "{safe}"', f"    x-axis [{labels}]",
+        "```mermaid", _init("#c62828", "#8c959f", "#2e7d32"), "xychart-beta",
+        f'    title "{safe}"', f"    x-axis [{labels}]",
         f'    y-axis "log-likelihood ratio" {_fmt(lo)} --> {_fmt(hi)}',
         "    line [" + ", ".join(_fmt(v) for v in llrs) + "]",
         "    line [" + ", ".join(_fmt(fail_at) for _ in llrs) + "]",

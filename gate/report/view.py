@@ -144,7 +144,7 @@ def looks_views(found: list[Trajectory] | None) -> list[LooksView]:
         llrs = [(look.round, look.llr) for look in t.looks if look.llr is not None]
         if len(llrs) > 1 and charts < MAX_LOOK_CHARTS and t.looks[-1].outcome != Outcome.PASS:
             chart = mermaid_looks([v for _, v in llrs], [r for r, _ in llrs], fail_at=t.fail_at,
-                                  pass_at=t.pass_at, title="LLR per look (fail above, pass below)")
+                                  pass_at=t.pass_at, title="LLR per look: fails at the grey line, passes at the green")
             charts += 1
         out.append(LooksView(one_line(t.label, 120), one_line(t.why, 300), chart))
     return out
