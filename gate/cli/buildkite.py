@@ -18,7 +18,6 @@ from gate.judge.verdict import load_verdict
 from gate.measure.results import load_results
 from gate.report.render import ReportInput, render_report
 
-
 RUN_URL = re.compile(r"https://[A-Za-z0-9.:-]+/[A-Za-z0-9_./-]+")
 
 

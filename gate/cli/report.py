@@ -102,7 +102,6 @@ def _looks(args, settings: Settings, verdict, head, base):
         return None
     from gate.judge.noise import noise_dirs, noise_for
     from gate.judge.trajectory import trajectories
-
     from gate.plan.thresholds import Thresholds
 
     applied = {k: "null" if v is None else str(v) for k, v in (verdict.thresholds or {}).items()

@@ -16,7 +16,6 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
