@@ -206,13 +206,21 @@ def detect_series(series: Series, settings: DetectSettings | None = None, *,
         assert last is not None
         why = (f"the level is {last.change_pct:+.1f}% since {last.first_bad[:12]} "
                f"(p {last.p_value:.1e}, {last.persistence} nights)")
-    elif pending is not None and pending.regression:
+    elif pending is not None and pending.regression and _stands_out(pending, sigma, st,
+                                                                    len(values)):
         why = f"the latest {pending.nights} night(s) are {pending.change_pct:+.1f}% off the level"
     return SeriesDetection(
         plan=series.plan, runner_class=series.runner_class, check=series.check,
         label=series.label, unit=series.unit, direction=series.direction, nights=len(values),
         sigma_pct=math.expm1(sigma) * 100.0 if len(values) >= 3 else None,
         change_points=cps, pending=pending, latest_regressed=bool(why), why=why)
+
+
+def _stands_out(pending: Pending, sigma: float, st: DetectSettings, nights: int) -> bool:
+    """Whether pending nights make the latest night regressed: only once the series is long
+    enough to know its noise (2 x min_persistence nights), and by spike_sigmas units of it."""
+    return (nights >= 2 * st.min_persistence
+            and abs(math.log1p(pending.change_pct / 100.0)) >= st.spike_sigmas * sigma)
 
 
 def _recoveries(cps: list[ChangePoint], series: Series, sigma: float, st: DetectSettings

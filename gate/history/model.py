@@ -140,8 +140,9 @@ class DetectSettings(Strict):
     min_sigmas: float = Field(2.0, ge=0, description="smallest change, in units of the noise")
     min_change_pct: float = Field(2.0, ge=0, description="smallest change in percent, whatever "
                                   "the noise")
-    spike_sigmas: float = Field(3.0, gt=0, description="the latest night is regressed when this "
-                                "many units of noise worse than the current level")
+    spike_sigmas: float = Field(3.0, gt=0, description="the latest nights (pending) make the "
+                                "series regressed when this many units of noise worse than its "
+                                "level, once it has 2 x min_persistence nights")
 
 
 class Detection(Strict):
