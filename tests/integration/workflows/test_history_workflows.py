@@ -1,19 +1,23 @@
-"""The nightly workflow's history steps run as the runner runs them (support/workflow_steps.py),
-with real git against a local bare origin: the night goes into the history on the
+"""The history's workflows run as the runner runs them (support/workflow_steps.py), with real
+git against a local bare origin: the nightly's night goes into the history on the
 `perf-gate-data` branch and back, change points are found, and `gate baseline update` is never
-given a regressed night."""
+given a regressed night; gate-acknowledge.yml keeps a writer's acknowledgement there and
+refuses anyone else's."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
 from support import factories as f
+from support.fake_github import FakeGitHub
 from support.gitrepo import git, origin_and_clone
-from support.workflow_steps import run_step
+from support.workflow_steps import REPO, SHA_B, TOKEN, run_step
 from support.workflows import load
 
 from gate.history.replay import nights
+from gate.history.store import opened
 from gate.judge.baseline import load_all
 from gate.measure.results import save_results
 
@@ -25,14 +29,6 @@ def night_results(work: Path, rpm: float) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     save_results(f.drain_results([rpm, rpm * 1.01, rpm * 0.99], plan=f.cpu_plan(),
                                  fp=f.fingerprint()), folder / "results.json")
-
-
-def step(name: str, tmp_path: Path, work: Path, **env):
-    proc, _ = run_step(DOC, "update", name, tmp_path, event_name="schedule", cwd=work,
-                       event={"repository": {"default_branch": "main"}},
-                       extra_env={"BRANCH": "main", "GH_TOKEN": "ghs_x", **env})
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return proc
 
 
 @pytest.fixture
@@ -76,3 +72,49 @@ def test_nights_go_into_the_history_branch_and_a_regressed_night_is_not_promoted
     assert all("not promoted to baseline" in log for log in logs[6:])
     assert not any("not promoted to baseline" in log for log in logs[:6])
     assert "regression" in logs[-1]  # detection's table names the change point
+
+
+ACK = load("gate-acknowledge.yml")
+
+
+@pytest.mark.parametrize(("inputs", "code"), [
+    ({"pr": "12", "sha": SHA_B, "check": "drain.req_per_min"}, 0),
+    ({"pr": "12; true", "sha": SHA_B, "check": "drain.req_per_min"}, 2),
+    ({"pr": "12", "sha": SHA_B[:12], "check": "drain.req_per_min"}, 2),
+    ({"pr": "12", "sha": SHA_B, "check": "drain; rm -rf /"}, 2),
+])
+def test_the_acknowledgement_inputs_are_checked(tmp_path, inputs, code):
+    proc, _ = run_step(ACK, "acknowledge", "Check the inputs", tmp_path,
+                       event_name="workflow_dispatch", inputs=inputs)
+    assert proc.returncode == code, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize(("actor", "kept"), [("maintainer", True), ("reader", False)])
+def test_a_writers_acknowledgement_is_kept_in_the_history_branch(tmp_path, nightly, actor,
+                                                                 kept):
+    origin, work = nightly
+    with FakeGitHub(REPO) as fake:
+        fake.good_tokens.add(TOKEN)
+        fake.permissions.update({"maintainer": "write", "reader": "read"})
+        fake.pulls[12] = {"number": 12, "head": {"sha": SHA_B}}
+        inputs = {"pr": "12", "sha": SHA_B, "check": "drain.req_per_min",
+                  "reason": "correctness first; @someone see #1"}
+        context = {"event_name": "workflow_dispatch", "cwd": work, "inputs": inputs,
+                   "fake": fake}
+        step = "Acknowledge (write access checked through the API)"
+        for name in ("Fetch the history", step, "Push the history"):
+            env = {"GH_TOKEN": "ghs_x", "LOGIN": actor}
+            proc, _ = run_step(ACK, "acknowledge", name, tmp_path, extra_env=env, **context)
+            if name == step and not kept:
+                assert proc.returncode == 2
+                assert "reader has read access" in proc.stderr
+                return
+            assert proc.returncode == 0, (name, proc.stdout + proc.stderr)
+    git(work, "fetch", "-q", "origin", "perf-gate-data")
+    db = tmp_path / "fetched.sqlite"
+    db.write_bytes(subprocess.run(["git", "-C", str(work), "show", "FETCH_HEAD:history.sqlite"],
+                                  capture_output=True, check=True).stdout)
+    with opened(db) as store:
+        (ack,) = store.acknowledgements()
+    assert (ack.login, ack.pr, ack.head_sha, ack.permission) == ("maintainer", 12, SHA_B, "write")
+    assert ack.reason == "correctness first; @someone see #1"
