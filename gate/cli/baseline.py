@@ -9,8 +9,10 @@ from gate.core.settings import Settings
 from gate.core.store import today
 from gate.judge import baseline as bl
 from gate.judge.checks import results_figures
-from gate.judge.compare import NoReference, compare_results
-from gate.measure.results import load_results, results_path
+from gate.judge.compare import BaselineReference, NoReference, compare_results
+from gate.judge.noise import noise_dirs, noise_for, runner_key
+from gate.judge.verdict import Verdict
+from gate.measure.results import Results, load_results, results_path
 
 
 def add_parser(sub) -> None:
@@ -30,6 +32,12 @@ def add_parser(sub) -> None:
                    help="the only branch baselines come from (default main)")
     u.add_argument("--commit", help="commit measured (default: $GITHUB_SHA, else the vLLM commit)")
     u.add_argument("--force-branch", action="store_true", help="record even from another branch")
+    u.add_argument("--detection", type=Path, metavar="FILE",
+                   help="changepoints.json of the history with this run (gate history detect): "
+                   "refuse when it says this plan and runner stand regressed")
+    u.add_argument("--noise-dir", type=Path, action="append",
+                   help="where the runner's noise calibrations are (the comparison with the "
+                   "stored baseline); default ./baselines/noise and the cache folder's")
     u.set_defaults(handler=handle)
     b.set_defaults(handler=lambda args, settings: (b.print_help(), EXIT_BAD_INPUT)[1])
 
@@ -47,15 +55,40 @@ def handle(args, settings: Settings) -> int:
             "baseline not updated: the results are not fit to be a baseline:\n"
             + "\n".join(f"  - {e}" for e in verdict.errors)
         )
+    decision = _promotion(args, settings, results)
+    if not decision.allowed:
+        raise GateError("baseline not updated: a regressed run is never promoted:\n"
+                        + "\n".join(f"  - {why}" for why in decision.refused))
     figures, units = results_figures(results)
     commit = args.commit or settings.sha or results.fingerprint.vllm_commit
     provenance = bl.Provenance(
         kind="measured", date=today(), commit=commit, branch=branch,
         source=f"gate baseline update (gate {results.gate_version})", results=str(path),
+        note="; ".join(decision.acknowledged),
     )
     written = bl.update_baseline(args.baselines_dir, results, figures, provenance, units)
     print(f"wrote baseline {written} ({len(figures)} figures, plan {results.plan.name}, "
           f"{results.fingerprint.hardware_key})")
+    for note in decision.acknowledged:
+        print(f"note: {note}")
     if verdict.outcome.value == "fail":
         print(f"warning: the recorded run fails an absolute check: {verdict.headline}")
     return EXIT_PASS
+
+
+def _promotion(args, settings: Settings, results: Results):
+    """The run against the stored baseline it would replace, and the history's detection."""
+    from gate.history.model import load_detection
+    from gate.history.promotion import promotion
+
+    comparison: Verdict | None = None
+    existing = bl.existing_for(args.baselines_dir, results) if args.baselines_dir.is_dir() \
+        else None
+    if existing is not None and not bl.mismatches(existing[1], results):
+        noise = noise_for(noise_dirs(args.noise_dir, settings.cache_dir), results.plan.name,
+                          results.plan_hash, results.fingerprint)
+        comparison = compare_results(results, BaselineReference(existing[1], str(existing[0])),
+                                     results.plan.thresholds, noise=noise)
+    detection = load_detection(args.detection) if args.detection else None
+    return promotion(comparison, detection, plan=results.plan.name,
+                     runner_class=runner_key(results.fingerprint))

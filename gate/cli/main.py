@@ -16,8 +16,8 @@ from gate.github.workflow_commands import safe_std_streams
 # Every subcommand, in the order `gate --help` lists them: the modules of gate/cli/.
 COMMANDS = (
     "doctor", "run", "ab", "bisect", "calibrate", "compare", "verdict", "baseline", "hunks", "scope", "profile",
-    "report", "publish", "trust", "artifact", "annotate", "install_vllm", "tiny_model", "corpus", "export",
-    "fingerprint", "plan",
+    "report", "publish", "trust", "artifact", "annotate", "install_vllm", "tiny_model", "corpus",
+    "export", "fingerprint", "plan", "history", "buildkite",
 )
 COMMAND_NAMES = {name.replace("_", "-"): name for name in COMMANDS}
 

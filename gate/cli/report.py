@@ -52,6 +52,12 @@ def add_parser(sub) -> None:
     p.add_argument("--max-chars", type=int, default=GITHUB_COMMENT_LIMIT,
                    help=f"cap on the document's length (default {GITHUB_COMMENT_LIMIT:,})")
     p.add_argument("--title", default=DEFAULT_TITLE, help="the title under the verdict line")
+    p.add_argument("--history", type=Path, metavar="FILE",
+                   help="the history file (gate history): each check's nights on the default "
+                   "branch as a sparkline beside it")
+    p.add_argument("--noise-dir", type=Path, action="append",
+                   help="A/B: the calibrations its sequential test used (as gate compare's), "
+                   "to show the test look by look; default ./baselines/noise and the cache's")
     p.set_defaults(handler=handle)
 
 
@@ -69,14 +75,41 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
     series = chart_series(head, base) if head is not None else {}
     note = write_png(args.chart, series) if args.chart and head is not None else None
     profile_diff, evidence = load_written(args.profile_diff) if args.profile_diff else (None, None)
+    verdict = load_verdict(args.verdict)
     ri = ReportInput(
-        verdict=load_verdict(args.verdict), head=head, base=base,
+        verdict=verdict, head=head, base=base,
         profile_diff=profile_diff, evidence=evidence,
         hunks=load_hunks(args.hunks) if args.hunks else None,
         title=args.title, max_chars=args.max_chars, chart_series=series,
         chart_name=args.chart.name if args.chart and head is not None else None, chart_note=note,
+        history=_history(args.history, head) if args.history and head is not None else None,
+        trajectories=_looks(args, settings, verdict, head, base),
     )
     return emit(args, render_report(ri), note)
+
+
+def _history(path: Path, head) -> dict[str, list[float]]:
+    from gate.history.store import opened
+    from gate.judge.noise import runner_key
+
+    with opened(path) as store:
+        return store.recent(head.plan.name, runner_key(head.fingerprint))
+
+
+def _looks(args, settings: Settings, verdict, head, base):
+    """The A/B's sequential test look by look, replayed as gate compare judged it."""
+    if verdict.mode != "ab" or head is None or base is None:
+        return None
+    from gate.judge.noise import noise_dirs, noise_for
+    from gate.judge.trajectory import trajectories
+    from gate.plan.thresholds import Thresholds
+
+    applied = {k: "null" if v is None else str(v) for k, v in (verdict.thresholds or {}).items()
+               if k in Thresholds.model_fields}
+    thresholds = head.plan.thresholds.with_overrides(applied)
+    noise = noise_for(noise_dirs(args.noise_dir, settings.cache_dir), head.plan.name,
+                      head.plan_hash, head.fingerprint)
+    return trajectories(head, base, thresholds, noise)
 
 
 def per_backend(args: argparse.Namespace) -> int:

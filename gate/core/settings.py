@@ -1,7 +1,9 @@
 """Settings read once from the environment into one typed object.
 
-GitHub Actions describes the run through GITHUB_* variables; the gate's own options come as
-GATE_*. Everything downstream (publish, the GitHub client) takes a `Settings` and never reads
+GitHub Actions describes the run through GITHUB_* variables, Buildkite through BUILDKITE_*
+(BUILDKITE=true; the repository from BUILDKITE_REPO, the PR from BUILDKITE_PULL_REQUEST,
+"false" on a branch build, the commit, branch, PR base branch and build URL); a GITHUB_*
+variable wins where both say something. The gate's own options come as GATE_*. Everything downstream (publish, the GitHub client) takes a `Settings` and never reads
 os.environ itself, so tests build one from a dict.
 
 The token is a `SecretStr`: its repr and str are masked, and no code path writes it out.
@@ -14,6 +16,7 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
@@ -70,9 +73,16 @@ class Settings(BaseModel):
     ref: str | None = Field(None, description="GITHUB_REF: the ref the run is for")
     workflow_ref: str | None = Field(
         None, description="GITHUB_WORKFLOW_REF: owner/repo/path@ref of the run's top workflow")
+    ci: Literal["github", "buildkite", "none"] = Field(
+        "none", description="which CI runs the gate: GITHUB_ACTIONS or BUILDKITE set to true")
+    build_url: str | None = Field(None, description="BUILDKITE_BUILD_URL: the build's page")
+    base_branch: str | None = Field(
+        None, description="BUILDKITE_PULL_REQUEST_BASE_BRANCH: the branch a PR merges into")
 
     @property
     def run_url(self) -> str | None:
+        if self.build_url:
+            return self.build_url
         if not (self.repository and self.run_id):
             return None
         return f"{self.server_url.rstrip('/')}/{self.repository}/actions/runs/{self.run_id}"
@@ -85,12 +95,16 @@ class Settings(BaseModel):
         pr = _int_or_none(env.get("GATE_PR_NUMBER"), "GATE_PR_NUMBER")
         if pr is None and event_path is not None:
             pr = pr_number_from_event(event_name, event_path)
+        buildkite = parse_bool(env.get("BUILDKITE", "false"), "BUILDKITE")
+        if pr is None and buildkite:
+            pr = buildkite_pr(env.get("BUILDKITE_PULL_REQUEST"))
         token = env.get("GITHUB_TOKEN") or env.get("INPUT_GITHUB-TOKEN") or None
         marker_id = env.get("GATE_MARKER_ID") or "default"
         check_marker_id(marker_id)
+        bk = (lambda name: env.get(name) or None) if buildkite else (lambda name: None)
         return cls(
             github_token=SecretStr(token) if token else None,
-            repository=env.get("GITHUB_REPOSITORY") or None,
+            repository=env.get("GITHUB_REPOSITORY") or repository_of(bk("BUILDKITE_REPO")),
             api_url=env.get("GITHUB_API_URL") or DEFAULT_API_URL,
             server_url=env.get("GITHUB_SERVER_URL") or DEFAULT_SERVER_URL,
             pr_number=pr,
@@ -99,13 +113,13 @@ class Settings(BaseModel):
             github_env=_path_or_none(env.get("GITHUB_ENV")),
             runner_name=env.get("RUNNER_NAME") or None,
             runner_temp=_path_or_none(env.get("RUNNER_TEMP")),
-            sha=env.get("GITHUB_SHA") or None,
+            sha=env.get("GITHUB_SHA") or bk("BUILDKITE_COMMIT"),
             run_id=env.get("GITHUB_RUN_ID") or None,
             marker_id=marker_id,
             comment=parse_bool(env.get("GATE_COMMENT", "true"), "GATE_COMMENT"),
             comment_file=Path(env.get("GATE_COMMENT_FILE") or "gate-comment.json"),
             path_prefix=env.get("GATE_PATH_PREFIX", ""),
-            ref_name=env.get("GITHUB_REF_NAME") or None,
+            ref_name=env.get("GITHUB_REF_NAME") or bk("BUILDKITE_BRANCH"),
             cache_dir=Path(env["GATE_CACHE_DIR"]) if env.get("GATE_CACHE_DIR") else
             Path.home() / ".cache" / "gate",
             torch_index=env.get("GATE_TORCH_INDEX") or DEFAULT_TORCH_INDEX,
@@ -116,7 +130,28 @@ class Settings(BaseModel):
             event_name=event_name,
             ref=env.get("GITHUB_REF") or None,
             workflow_ref=env.get("GITHUB_WORKFLOW_REF") or None,
+            ci="github" if env.get("GITHUB_ACTIONS") == "true" else
+            "buildkite" if buildkite else "none",
+            build_url=bk("BUILDKITE_BUILD_URL"),
+            base_branch=bk("BUILDKITE_PULL_REQUEST_BASE_BRANCH"),
         )
+
+
+# git@github.com:owner/name.git, https://github.com/owner/name(.git), ssh://git@host/owner/name
+_REPO_URL = re.compile(r"(?:[:/])([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+?)(?:\.git)?/?$")
+
+
+def repository_of(url: str | None) -> str | None:
+    """owner/name of a git remote URL as Buildkite gives it (BUILDKITE_REPO), or None."""
+    found = _REPO_URL.search(url or "")
+    return f"{found.group(1)}/{found.group(2)}" if found else None
+
+
+def buildkite_pr(value: str | None) -> int | None:
+    """BUILDKITE_PULL_REQUEST: the PR number, or "false" on a build of a branch."""
+    if value is None or value.strip().lower() in ("", "false"):
+        return None
+    return _int_or_none(value, "BUILDKITE_PULL_REQUEST")
 
 
 def check_marker_id(marker_id: str) -> str:

@@ -277,6 +277,39 @@ class GitHubClient:
     def pull_request(self, number: int) -> dict[str, Any]:
         return self.request("GET", f"/repos/{self.repository}/pulls/{int(number)}").json()
 
+    # -- issues, workflow dispatch, permissions (gate history alert and acknowledge) --------
+    def list_issues(self, state: str = "all") -> list[dict[str, Any]]:
+        """The repository's issues (not pull requests, which the endpoint also lists)."""
+        found = self.paginate(f"/repos/{self.repository}/issues", {"state": state})
+        return [i for i in found if isinstance(i, dict) and "pull_request" not in i]
+
+    def create_issue(self, title: str, body: str) -> dict[str, Any]:
+        path = f"/repos/{self.repository}/issues"
+        return self.request("POST", path, json={"title": title, "body": body}).json()
+
+    def update_issue(self, number: int, **fields: Any) -> dict[str, Any]:
+        """PATCH title, body, state ("open"/"closed") and state_reason of an issue."""
+        path = f"/repos/{self.repository}/issues/{int(number)}"
+        return self.request("PATCH", path, json=fields).json()
+
+    def dispatch_workflow(self, workflow: str, ref: str, inputs: dict[str, str]) -> None:
+        """workflow_dispatch of `workflow` (its file name) on `ref`, with its inputs."""
+        path = f"/repos/{self.repository}/actions/workflows/{workflow}/dispatches"
+        self.request("POST", path, json={"ref": ref, "inputs": inputs})
+
+    def collaborator_permission(self, login: str) -> str:
+        """`login`'s permission on the repository (admin, write, read or none); a login
+        GitHub does not know is none."""
+        path = f"/repos/{self.repository}/collaborators/{login}/permission"
+        try:
+            answer = self.request("GET", path).json()
+        except GitHubForbidden as exc:
+            if exc.status == 404:
+                return "none"
+            raise
+        permission = answer.get("permission") if isinstance(answer, dict) else None
+        return permission if isinstance(permission, str) else "none"
+
 
 def _origin(url) -> tuple[str, str, int]:
     scheme = url.scheme.lower()

@@ -218,7 +218,7 @@ def refuse_branch(branch: str | None, default_branch: str, force: bool) -> str |
     return None
 
 
-def _existing_for(directory: Path, results: Results) -> tuple[Path, Baseline] | None:
+def existing_for(directory: Path, results: Results) -> tuple[Path, Baseline] | None:
     """A stored baseline with the same plan, hardware and model (the plan hash may differ)."""
     for path, b in load_all(directory):
         left = [m for m in mismatches(b, results) if not m.startswith(("plan_hash", "plan "))]
@@ -262,7 +262,7 @@ def update_baseline(
     new = build_baseline(results, figures, provenance, units)
     if not new.figures:
         raise GateError("the results hold no figures to record (no drain and no guided sweep cells)")
-    existing = _existing_for(directory, results)
+    existing = existing_for(directory, results)
     path = existing[0] if existing else directory / default_filename(results)
     if existing:
         old = existing[1]

@@ -65,6 +65,18 @@ def worst(outcomes: list[Outcome]) -> Outcome:
 SCREENING_SOURCE = "screening:"
 
 
+class Acknowledged(BaseModel):
+    """A maintainer's acknowledgement of this check's slowdown for this head commit
+    (gate history acknowledge): the check stays as measured, and is neutral in the outcome."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    login: str
+    reason: str
+    head_sha: str
+    at: str = ""
+
+
 class Check(BaseModel):
     """One judged figure. Relative checks carry base/head and a delta interval in percent;
     absolute checks (guided/free ratio, validity) carry only `head` against `threshold`."""
@@ -98,6 +110,8 @@ class Check(BaseModel):
         "base by more than the threshold, its whole interval (or every screened round) beyond "
         "it in the good direction (gate.judge.improvement); its outcome is pass")
     note: str = ""
+    acknowledged: Acknowledged | None = Field(
+        None, description="an intended slowdown: counted as neutral in the verdict's outcome")
 
     @property
     def interval_is_range(self) -> bool:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from markupsafe import Markup
 
@@ -26,6 +27,9 @@ from gate.measure.results import Results
 from gate.profile.diff_file import ProfileDiff
 from gate.report.fit import Document, Frame, fit
 from gate.report.view import RunInput, run_view
+
+if TYPE_CHECKING:  # the sequential test needs numpy, which the token jobs' lock leaves out
+    from gate.judge.trajectory import Trajectory
 
 GITHUB_COMMENT_LIMIT = 65_536
 DEFAULT_TITLE = "Structured-output performance gate"
@@ -56,11 +60,13 @@ class ReportInput:
     chart_note: str | None = None
     profile_diff: ProfileDiff | None = None
     evidence: Evidence | None = None
+    history: dict[str, list[float]] | None = None  # check -> its nights on the default branch
+    trajectories: list[Trajectory] | None = None  # the A/B's sequential test, look by look
 
     def run(self) -> RunInput:
         return RunInput(self.verdict, self.head, self.base, self.hunks, None, self.title,
                         self.chart_series, self.chart_name, self.chart_note, self.profile_diff,
-                        self.evidence)
+                        self.evidence, self.history, self.trajectories)
 
 
 def document(runs: list[RunInput], limit: int, frame: Frame | None = None) -> Document:

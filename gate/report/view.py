@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from statistics import median
+from typing import TYPE_CHECKING
 
 from markupsafe import Markup
 
@@ -23,8 +24,12 @@ from gate.measure.output_shape import guided_output_shape
 from gate.measure.results import Results
 from gate.profile.diff_file import ProfileDiff
 from gate.report.chart import mermaid_chart
+from gate.report.pictures import interval_bar, mermaid_looks, sparkline
 from gate.report.where_time import render_where_time
 from gate.runner.fingerprint import Fingerprint, runner_line, warnings_for
+
+if TYPE_CHECKING:  # the sequential test needs numpy, which the token jobs' lock leaves out
+    from gate.judge.trajectory import Trajectory
 
 DASH = Markup("–")
 MAX_LIST_ITEMS = 20
@@ -109,12 +114,19 @@ class CheckRow:
     outcome: Outcome
     note: str
     improved: bool = False  # a decided improvement past the threshold (gate.judge.improvement)
+    bar: Markup = Markup("–")  # the interval against the threshold (gate.report.pictures)
+    trend: Markup = Markup("")  # the check's history on the default branch, as a sparkline
+    acknowledged: str = ""  # who acknowledged this slowdown, and why
 
 
-def check_row(c: Check) -> CheckRow:
+def check_row(c: Check, history: dict[str, list[float]] | None = None) -> CheckRow:
+    ack = c.acknowledged
+    trend = sparkline((history or {}).get(c.name, []))
     return CheckRow(one_line(c.label or c.name, 120), fmt_value(c.base, c.unit),
                     fmt_value(c.head, c.unit), fmt_pct(c.delta_pct), fmt_interval(c),
-                    fmt_threshold(c), c.outcome, one_line(c.note, 160), c.improved)
+                    fmt_threshold(c), c.outcome, one_line(c.note, 160), c.improved,
+                    interval_bar(c), trend,
+                    one_line(f"{ack.login}: {ack.reason}", 200) if ack else "")
 
 
 # What else an upgrade's builds differ in, named beside vLLM's own versions.
@@ -134,6 +146,32 @@ def upgrade_line(head: Results | None, base: Results | None) -> str:
               and old.versions[name] != new.versions[name]]
     return f"vLLM {old.vllm_version} -> {new.vllm_version}" + (
         f" ({', '.join(others)})" if others else "")
+
+
+@dataclass(frozen=True)
+class LooksView:
+    """One check's sequential test, look by look: why it stopped, and (for checks that did
+    not pass at once) its chart."""
+
+    label: str
+    why: str
+    chart: Markup
+
+
+MAX_LOOK_CHARTS = 3
+
+
+def looks_views(found: list[Trajectory] | None) -> list[LooksView]:
+    out, charts = [], 0
+    for t in found or []:
+        chart = Markup("")
+        if len(t.looks) > 1 and charts < MAX_LOOK_CHARTS and t.looks[-1].outcome != Outcome.PASS:
+            chart = mermaid_looks([look.delta_pct for look in t.looks],
+                                  [look.round for look in t.looks], threshold=t.threshold_pct,
+                                  title="change per look: fails past the grey line")
+            charts += 1
+        out.append(LooksView(one_line(t.label, 120), one_line(t.why, 300), chart))
+    return out
 
 
 # ---- guided vs free, drain -------------------------------------------------------------------
@@ -434,8 +472,8 @@ def hunk_view(h: Hunk, body: str | None, cut: int, first: bool) -> HunkView:
 
 # Sections that may be left out to fit, first to go first; `checks` shrinks last (to the
 # checks that did not pass, then to a count).
-DROPPABLE = ("run_info", "chart", "drain", "ttft", "guided_free", "wait", "where_time",
-             "problems", "environment", "method")
+DROPPABLE = ("run_info", "chart", "looks", "pictures", "drain", "ttft", "guided_free", "wait",
+             "where_time", "problems", "environment", "method")
 
 
 @dataclass(frozen=True)
@@ -468,6 +506,8 @@ class RunView:
     run_info: RunInfo | None
     hunks: HunksView | None
     where_time: Markup
+    looks: list[LooksView] = field(default_factory=list)
+    has_trend: bool = False  # the pictures table has a history column
     shown: frozenset[str] = frozenset(DROPPABLE)
     checks_hidden: int = 0  # passing checks left out to fit
     checks_collapsed: bool = False  # the table replaced by a count to fit
@@ -475,6 +515,15 @@ class RunView:
     @property
     def word(self) -> str:
         return self.outcome.value.upper()
+
+    @property
+    def acknowledged(self) -> list[CheckRow]:
+        return [c for c in self.checks if c.acknowledged]
+
+    @property
+    def pictures(self) -> list[CheckRow]:
+        """The checks with something to draw: an interval against a threshold, or history."""
+        return [c for c in self.checks if c.bar != "–" or c.trend]
 
     @property
     def against(self) -> str:
@@ -519,6 +568,8 @@ class RunInput:
     chart_note: str | None = None
     profile_diff: ProfileDiff | None = None  # where the head spends more time (gate profile)
     evidence: Evidence | None = None  # the hunks ranked by that added time
+    history: dict[str, list[float]] | None = None  # check -> its nights on the default branch
+    trajectories: list[Trajectory] | None = None  # the sequential test look by look (A/B)
 
     def ranked_hunks(self) -> HunkSet | None:
         """The hunks as the report shows them: by measured evidence when there is some."""
@@ -533,7 +584,7 @@ def run_view(ri: RunInput) -> RunView:
         label=ri.label, outcome=v.outcome, headline=one_line(short_headline(v), 400),
         mode=v.mode, title=one_line(ri.title, 120), runners=one_line(runners_line(head, base), 300),
         upgrade=one_line(upgrade_line(head, base), 300),
-        checks=[check_row(c) for c in v.checks],
+        checks=[check_row(c, ri.history) for c in v.checks],
         checks_total=len(v.checks),
         checks_failing=sum(1 for c in v.checks if c.outcome != Outcome.PASS),
         method=one_line(v.method, 2000), cost=cost_line(v), has_results=head is not None,
@@ -552,4 +603,6 @@ def run_view(ri: RunInput) -> RunView:
         # render_where_time escapes every name and path it prints (gate.report.escape)
         where_time=Markup(render_where_time(ri.profile_diff, ri.evidence))
         if ri.profile_diff is not None else Markup(""),
+        looks=looks_views(ri.trajectories),
+        has_trend=any((ri.history or {}).get(c.name) for c in v.checks),
     )

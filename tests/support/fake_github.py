@@ -21,8 +21,8 @@ answers GitHub's secondary-limit 403 (with or without retry-after) until its win
 on `clock()`, so a client that retries early is refused again.
 
 Failures to inject, consumed in order: `fail_next(status, times, headers, message, method)`;
-`break_next_create(mode)`: the next POST creates its comment and then answers 502 ("502") or
-drops the connection without an answer ("drop"). `link_base` makes Link headers point to
+`break_next_create(mode)`: the next POST creates its comment (or issue) and then answers 502
+("502") or drops the connection without an answer ("drop"). `link_base` makes Link headers point to
 another server. `clock` is injectable (tests share a FakeClock with the client).
 
 Environments, labels and reviews (`gate trust`): GET /repos/{o}/{r}/environments/{name}
@@ -51,6 +51,17 @@ completed run; GET /repos/{o}/{r}/actions/workflows/{file}/runs?head_sha= lists 
 runs at the commit (newest first, `workflow_runs`), GET .../actions/runs/{id}/artifacts?name=
 its artifacts, and GET .../actions/artifacts/{id}/zip answers 302 to /blob/{id} on
 `blob_host` (like GitHub's signed URL on another host), which serves the zip to anyone.
+
+Issues, workflow dispatch and permissions (`gate history alert` and `acknowledge`): GET
+/repos/{o}/{r}/issues lists `issues` (state=open|closed|all, default open; paged, newest first
+like GitHub, pull requests among them when `pulls_in_issues`); POST /repos/{o}/{r}/issues opens
+one written by the token's identity; PATCH /repos/{o}/{r}/issues/{n} edits title, body, state
+and state_reason (403 for a read-only token); POST /repos/{o}/{r}/actions/workflows/{file}/
+dispatches answers 204 and keeps the dispatch in `dispatches`, 404 for a workflow not in
+`workflows`, 422 "Unexpected inputs provided" for an input the workflow does not declare,
+like GitHub; GET /repos/{o}/{r}/collaborators/{login}/permission answers GitHub's
+{permission, role_name, user} from `permissions` (a login not there: none; one in
+`unknown_users`: 404).
 
 Every request is recorded (method, path, query, headers, body) for assertions.
 """
@@ -140,6 +151,10 @@ class FakeGitHub:
         self.permissions: dict[str, str] = {}  # login -> role (admin, maintain, write, ...)
         self.others: dict[str, dict[str, Any]] = {}  # owner/name -> default_branch, branches
         self.ghosts: set[str] = set()  # logins GitHub does not know
+        self.issues: dict[int, dict[str, Any]] = {}  # number -> the issue as GitHub shows it
+        self.workflows: dict[str, set[str]] = {}  # workflow file -> the inputs it declares
+        self.dispatches: list[dict[str, Any]] = []  # (workflow, ref, inputs) as received
+        self.unknown_users: set[str] = set()
         self.requests: list[Recorded] = []
         self.failures: list[Failure] = []
         self.break_creates: list[str] = []
@@ -343,6 +358,8 @@ class FakeGitHub:
             return answer
         if rest[:1] == ["actions"] and method == "GET":
             return self._route_actions(rest[1:], query)
+        if (answer := self._route_history(method, path, rest, query, token, body)) is not None:
+            return answer
         writes = method in ("POST", "PATCH")
         if writes and token in self.fork_tokens:
             return 403, {}, {"message": INTEGRATION_403}
@@ -432,7 +449,7 @@ class FakeGitHub:
         return None
 
     def _permission(self, login: str):
-        if login.casefold() in {g.casefold() for g in self.ghosts}:
+        if login.casefold() in {g.casefold() for g in self.ghosts | self.unknown_users}:
             return 404, {}, {"message": "Not Found"}
         roles = {k.casefold(): v for k, v in self.permissions.items()}
         role = roles.get(login.casefold(), "read")
@@ -447,6 +464,77 @@ class FakeGitHub:
         if len(rest) == 2 and rest[0] == "compare" and method == "GET":
             return self._compare(unquote(rest[1]), repo.get("branches", {}), set())
         return 404, {}, {"message": "Not Found"}
+
+    # -- issues, dispatches, permissions (gate history) -----------------------------------
+    def add_issue(self, title: str, body: str, login: str = GITHUB_ACTIONS,
+                  state: str = "open") -> dict[str, Any]:
+        with self._lock:
+            return self._add_issue(title, body, login, state)
+
+    def _add_issue(self, title: str, body: str, login: str, state: str = "open"):
+        self._next_id += 1
+        number = len(self.issues) + 1
+        issue = {"id": self._next_id, "number": number, "title": title, "body": body,
+                 "state": state, "state_reason": None,
+                 "user": {"login": login, "type": "Bot" if login.endswith("[bot]") else "User"},
+                 "html_url": f"https://github.com/{self.repository}/issues/{number}"}
+        self.issues[number] = issue
+        return issue
+
+    def _route_history(self, method, path, rest, query, token, body):
+        """issues (list, create, edit), workflow dispatches and collaborator permissions;
+        None for any other path."""
+        writes = method in ("POST", "PATCH")
+        if rest == ["issues"] and method == "GET":
+            state = query.get("state", ["open"])[0]
+            items = [i for i in reversed(self.issues.values())
+                     if state == "all" or i["state"] == state]
+            return self._paged(path, items, query)
+        if writes and token in self.fork_tokens and rest[:1] in (["issues"], ["actions"]):
+            return 403, {}, {"message": INTEGRATION_403}
+        if rest == ["issues"] and method == "POST":
+            if not isinstance(body, dict) or not body.get("title"):
+                return 422, {}, {"message": "Validation Failed",
+                                 "errors": [{"field": "title", "code": "missing_field"}]}
+            issue = self._add_issue(body["title"], body.get("body") or "",
+                                    self.login_of(token) or "")
+            if self.break_creates:  # applied, then answered 502 or not at all
+                return (502, {}, {"message": "Server Error"}) \
+                    if self.break_creates.pop(0) == "502" else DROP
+            return 201, {}, issue
+        if len(rest) == 2 and rest[0] == "issues" and rest[1].isdigit() and method == "PATCH":
+            issue = self.issues.get(int(rest[1]))
+            if issue is None:
+                return 404, {}, {"message": "Not Found"}
+            body = body if isinstance(body, dict) else {}
+            if invalid := _invalid_body(body if "body" in body else {"body": ""}):
+                return invalid
+            for key in ("title", "body", "state", "state_reason"):
+                if key in body:
+                    issue[key] = body[key]
+            return 200, {}, issue
+        if (len(rest) == 4 and rest[:2] == ["actions", "workflows"] and rest[3] == "dispatches"
+                and method == "POST"):
+            declared = self.workflows.get(unquote(rest[2]))
+            if declared is None:
+                return 404, {}, {"message": "Not Found"}
+            inputs = (body or {}).get("inputs") or {}
+            extra = sorted(set(inputs) - declared)
+            if extra or not (body or {}).get("ref"):
+                return 422, {}, {"message": f"Unexpected inputs provided: {extra}"
+                                 if extra else "Invalid request: ref is missing"}
+            self.dispatches.append({"workflow": unquote(rest[2]), "ref": body["ref"],
+                                    "inputs": dict(inputs)})
+            return 204, {}, None
+        if len(rest) == 3 and rest[0] == "collaborators" and rest[2] == "permission" \
+                and method == "GET":
+            login = unquote(rest[1])
+            if login in self.unknown_users:
+                return 404, {}, {"message": "Not Found"}
+            permission = self.permissions.get(login, "none")
+            return 200, {}, {"permission": permission, "role_name": permission,
+                             "user": {"login": login, "type": "User"}}
+        return None
 
     def _compare(self, basehead: str, branches: dict[str, list[str]] | None = None,
                  elsewhere: set[str] | None = None):
@@ -516,9 +604,12 @@ class _Handler(BaseHTTPRequestHandler):
             return
         status, extra, payload = answer
         raw_bytes = isinstance(payload, bytes)
-        data = payload if raw_bytes else json.dumps(payload).encode()
+        data = payload if raw_bytes else b"" if status == 204 else json.dumps(payload).encode()
         self.send_response(status)
-        self.send_header("Content-Type", "application/zip" if raw_bytes else "application/json")
+        if raw_bytes:
+            self.send_header("Content-Type", "application/zip")
+        elif status != 204:
+            self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         for key, value in {**self.fake.rate_headers(), **extra}.items():
             self.send_header(key, value)

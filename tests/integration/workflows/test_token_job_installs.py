@@ -187,6 +187,23 @@ def test_the_nightly_update_runs_with_only_its_lock(tmp_path):
     assert refused.returncode != 0 and "is not in" in refused.stderr
 
 
+def test_the_nightly_history_runs_with_only_its_lock(tmp_path, fake):
+    """The update job's `gate history` steps (add, detect with ruptures, dashboard, alert with
+    its dispatch) with nothing importable beyond the nightly lock."""
+    fake.workflows["gate-bisect.yml"] = {"good", "bad", "plan", "issue"}
+    db, cps = tmp_path / "history.sqlite", tmp_path / "changepoints.json"
+    results = baseline_run(tmp_path)
+    add = fenced(NIGHTLY, "history", "add", results, "--db", str(db), "--commit", SHA_A,
+                 "--branch", "main", "--if-new", fake=fake)
+    assert add.returncode == 0, add.stderr
+    for argv in (["detect", "--db", str(db), "--out", str(cps)],
+                 ["dashboard", "--db", str(db), "--out", str(tmp_path / "d.html")],
+                 ["alert", "--db", str(db), "--detection", str(cps)]):
+        proc = fenced(NIGHTLY, "history", *argv, fake=fake)
+        assert proc.returncode == 0, (argv, proc.stderr)
+    assert fenced(POSTER, "history", "detect", "--db", str(db)).returncode != 0
+
+
 def test_the_fence_refuses_what_the_lock_lacks():
     proc = fenced(POSTER, "run", "--help")
     assert proc.returncode != 0 and "is not in" in proc.stderr

@@ -284,9 +284,10 @@ FIVE_TICKS = "\n".join([
 
 
 def test_the_layout_is_one_jinja_template_without_unescaped_joins():
-    """One template for the comment and one for gate bisect's report (gate.report.bisect)."""
+    """One template for the comment, one for gate bisect's report (gate.report.bisect) and one
+    for the history dashboard (gate.report.dashboard, HTML-autoescaped)."""
     templates = sorted(p.name for p in TEMPLATE.parent.iterdir())
-    assert templates == ["bisect.md.j2", "comment.md.j2"]
+    assert templates == ["bisect.md.j2", "comment.md.j2", "dashboard.html.j2"]
     for name in templates:
         text = (TEMPLATE.parent / name).read_text()
         code = re.sub(r"\{#.*?#\}", "", text, flags=re.S)  # comments may name them

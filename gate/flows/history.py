@@ -1,0 +1,98 @@
+"""The default branch's history, tied to the other stages: a run recorded only when it is fit
+to be (complete, valid, from the default branch), an acknowledgement recorded only for a
+login with write access and the PR's current head, the verdict of a head with its
+acknowledgements applied, and the alerts brought in line with detection."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from gate.core.errors import GateError
+from gate.core.git import run_git
+from gate.github.alerts import AlertSettings, Outcome, sync_alerts
+from gate.github.client import GitHubClient
+from gate.github.permission import require_write
+from gate.history.detect import Ancestry
+from gate.history.model import Acknowledgement, Detection
+from gate.history.store import Added, HistoryStore, RunMeta
+from gate.judge import acknowledge as ack
+from gate.judge.baseline import refuse_branch
+from gate.judge.compare import NoReference, compare_results
+from gate.judge.verdict import Verdict
+from gate.measure.results import Results
+
+CHECK_NAME = re.compile(r"[a-z0-9_]+(\.[a-z0-9_]+)+")
+SHA = re.compile(r"[0-9a-f]{40}")
+
+
+def unfit(results: Results) -> list[str]:
+    """Why a run must not go into the history (or a baseline): its errors judged alone."""
+    return compare_results(results, NoReference(), results.plan.thresholds).errors
+
+
+def record_run(store: HistoryStore, results: Results, meta: RunMeta, *, default_branch: str,
+               force_branch: bool = False, if_new: bool = False) -> Added:
+    why = refuse_branch(meta.branch, default_branch, force_branch)
+    if why:
+        raise GateError(f"history not updated: {why}")
+    if problems := unfit(results):
+        raise GateError("history not updated: the results are not fit to be recorded:\n"
+                        + "\n".join(f"  - {p}" for p in problems))
+    return store.add_run(results, meta, if_new=if_new)
+
+
+@dataclass(frozen=True)
+class AckRequest:
+    pr: int
+    head_sha: str
+    check: str
+    reason: str
+    login: str
+    created_at: str
+
+
+def acknowledge(store: HistoryStore, client: GitHubClient, req: AckRequest) -> Acknowledgement:
+    """Check who asks (write access), what (a check name, a reason) and where (the PR's head
+    is still `head_sha`), then keep the acknowledgement."""
+    if not CHECK_NAME.fullmatch(req.check):
+        raise GateError(f"{req.check!r} is not a check name (like drain.req_per_min)")
+    if not SHA.fullmatch(req.head_sha):
+        raise GateError("--sha must be the PR head's full 40-character commit SHA")
+    if not req.reason.strip():
+        raise GateError("an acknowledgement needs a reason (--reason)")
+    permission = require_write(client, req.login)
+    head = ((client.pull_request(req.pr).get("head") or {}).get("sha"))
+    if head != req.head_sha:
+        raise GateError(f"PR #{req.pr}'s head is {head}, not {req.head_sha}: acknowledge the "
+                        "commit the verdict is for (a new push needs a new acknowledgement)")
+    return store.acknowledge(Acknowledgement(
+        repository=client.repository, pr=req.pr, head_sha=req.head_sha, check=req.check,
+        reason=req.reason.strip(), login=req.login, permission=permission,
+        created_at=req.created_at))
+
+
+def acknowledged_verdict(verdict: Verdict, store: HistoryStore, pr: int, head_sha: str
+                         ) -> Verdict:
+    kept = store.acknowledgements(pr=pr)
+    return ack.apply_acknowledgements(verdict, [
+        ack.Acknowledgement(a.check, a.login, a.reason, a.head_sha, a.created_at) for a in kept
+    ], head_sha)
+
+
+def git_ancestry(repo: Path) -> Ancestry:
+    """is_ancestor(a, b) with git: whether commit a is in b's history."""
+    def is_ancestor(a: str, b: str) -> bool:
+        try:  # exit 1: not an ancestor (run_git raises on any failure, an unknown commit too)
+            run_git(repo, ["merge-base", "--is-ancestor", a, b], "checking commit ancestry")
+        except GateError:
+            return False
+        return True
+    return is_ancestor
+
+
+def alert(store: HistoryStore, detection: Detection, client: GitHubClient, author: str,
+          settings: AlertSettings) -> Outcome:
+    series = {s.key: s for s in store.all_series(judged_only=False)}
+    return sync_alerts(client, author, detection.series, series, settings)

@@ -1,0 +1,62 @@
+"""An intended slowdown, acknowledged: a maintainer's word (kept in the history file, checked
+for write access when given) turns one failing check of one head commit neutral.
+
+Only that check, only at that head: an acknowledgement of an earlier push is not carried to a
+new one (the new code may be slower still), and says so in the verdict's notes. The check keeps
+its figures and its own outcome; the verdict's outcome is the worst of the other checks, so a
+verdict whose every failing check is acknowledged passes, and one with a second failing check,
+an inconclusive check or an error stays as it was.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gate.core.text import one_line
+from gate.judge.verdict import Acknowledged, Outcome, Verdict, worst
+
+
+@dataclass(frozen=True)
+class Acknowledgement:
+    check: str
+    login: str
+    reason: str
+    head_sha: str
+    at: str = ""
+
+
+def apply_acknowledgements(verdict: Verdict, acks: list[Acknowledgement], head_sha: str
+                           ) -> Verdict:
+    """`verdict` with the acknowledgements of `head_sha` applied to its failing checks."""
+    here = {a.check: a for a in acks if a.head_sha == head_sha}
+    stale = sorted({(a.check, a.head_sha) for a in acks if a.head_sha != head_sha})
+    names = {c.name for c in verdict.checks}
+    checks, notes, used = [], list(verdict.notes), []
+    for c in verdict.checks:
+        a = here.get(c.name)
+        if a is not None and c.outcome == Outcome.FAIL:
+            c = c.model_copy(update={"acknowledged": Acknowledged(
+                login=a.login, reason=one_line(a.reason, 300), head_sha=a.head_sha, at=a.at)})
+            used.append(c)
+        checks.append(c)
+    for check, sha in stale:
+        if check in names and check not in here:
+            notes.append(f"{check} was acknowledged at {sha[:12]}, not at this head "
+                         f"{head_sha[:12]}: a new push needs a new acknowledgement")
+    for a in here.values():
+        if a.check not in {c.name for c in used}:
+            notes.append(f"{a.check}: acknowledged by {a.login}, but it did not fail here")
+    if not used:
+        return verdict.model_copy(update={"notes": notes})
+    notes += [f"{c.label}: slowdown acknowledged by {c.acknowledged.login}: "
+              f"{c.acknowledged.reason}" for c in used if c.acknowledged]
+    outcome = verdict.outcome
+    if not verdict.errors and outcome == Outcome.FAIL:
+        outcome = worst([c.outcome for c in checks if c.acknowledged is None])
+    headline = verdict.headline
+    if outcome != verdict.outcome:
+        labels = ", ".join(c.label for c in used)
+        headline = (f"{outcome.value.upper()}: intended slowdown acknowledged ({labels}); "
+                    f"was: {verdict.headline}")
+    return verdict.model_copy(update={"checks": checks, "notes": notes, "outcome": outcome,
+                                      "headline": one_line(headline, 1000)})

@@ -1,0 +1,67 @@
+"""An intended slowdown acknowledged (gate.judge.acknowledge): only that check, only at that
+head, and the verdict's outcome follows the other checks."""
+
+from __future__ import annotations
+
+from support import factories as f
+
+from gate.judge.acknowledge import Acknowledgement, apply_acknowledgements
+from gate.judge.verdict import Outcome
+
+HEAD, OLD = "a" * 40, "b" * 40
+
+
+def ack(check, sha=HEAD, reason="pinned memory for correctness"):
+    return Acknowledgement(check, "maintainer", reason, sha, "2026-01-02T00:00:00+00:00")
+
+
+def two_failing():
+    v = f.verdict(outcome=Outcome.FAIL)
+    # drop the absolute ratio check so that the two relative checks are the only failures
+    return v.model_copy(update={"checks": [c for c in v.checks if c.kind != "absolute"]})
+
+
+def test_every_failing_check_acknowledged_turns_the_verdict_to_pass():
+    v = apply_acknowledgements(two_failing(), [ack("drain.req_per_min"),
+                                               ack("sweep.c8.tpot_p50_ms")], HEAD)
+    assert v.outcome == Outcome.PASS and v.exit_code == 0
+    assert v.headline.startswith("PASS: intended slowdown acknowledged (")
+    drain = next(c for c in v.checks if c.name == "drain.req_per_min")
+    assert drain.outcome == Outcome.FAIL  # the figures and the check's own outcome stay
+    assert drain.acknowledged.login == "maintainer" and drain.acknowledged.head_sha == HEAD
+    assert any("slowdown acknowledged by maintainer: pinned memory" in n for n in v.notes)
+
+
+def test_only_the_acknowledged_check_turns_neutral():
+    v = apply_acknowledgements(two_failing(), [ack("drain.req_per_min")], HEAD)
+    assert v.outcome == Outcome.FAIL
+    acked = [c.name for c in v.checks if c.acknowledged]
+    assert acked == ["drain.req_per_min"]
+
+
+def test_a_new_push_needs_a_new_acknowledgement():
+    v = apply_acknowledgements(two_failing(), [ack("drain.req_per_min", OLD),
+                                               ack("sweep.c8.tpot_p50_ms", OLD)], HEAD)
+    assert v.outcome == Outcome.FAIL and not any(c.acknowledged for c in v.checks)
+    assert any("acknowledged at bbbbbbbbbbbb, not at this head aaaaaaaaaaaa" in n
+               for n in v.notes)
+
+
+def test_an_error_or_an_inconclusive_check_is_not_acknowledged_away():
+    errored = two_failing().model_copy(update={"outcome": Outcome.ERROR,
+                                               "errors": ["3 requests failed"]})
+    v = apply_acknowledgements(errored, [ack("drain.req_per_min"),
+                                         ack("sweep.c8.tpot_p50_ms")], HEAD)
+    assert v.outcome == Outcome.ERROR
+    undecided = two_failing()
+    checks = [c.model_copy(update={"outcome": Outcome.INCONCLUSIVE})
+              if c.name == "sweep.c1.tpot_p50_ms" else c for c in undecided.checks]
+    v = apply_acknowledgements(undecided.model_copy(update={"checks": checks}),
+                               [ack("drain.req_per_min"), ack("sweep.c8.tpot_p50_ms")], HEAD)
+    assert v.outcome == Outcome.INCONCLUSIVE
+
+
+def test_an_acknowledgement_of_a_passing_check_changes_nothing_but_says_so():
+    v = apply_acknowledgements(two_failing(), [ack("sweep.c1.tpot_p50_ms")], HEAD)
+    assert v.outcome == Outcome.FAIL and not any(c.acknowledged for c in v.checks)
+    assert any("did not fail here" in n for n in v.notes)
