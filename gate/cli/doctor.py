@@ -73,6 +73,9 @@ def render(report: DoctorReport) -> str:
                 lines.append(f"    fix: {f.fix}")
     if report.served is not None:
         lines.append(f"served: {served_line(report.served)}")
+    if report.vllm_origin is not None:
+        lines.append(f"vllm: {report.vllm_origin.path} (hot-path digest "
+                     f"{report.vllm_origin.watched_digest})")
     bad = len(report.invalidating)
     lines.append(f"gate doctor: {bad} invalidating finding(s)" if bad
                  else "gate doctor: nothing invalidates a measurement")

@@ -29,9 +29,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import ruptures as rpt
 from scipy import stats
 
+from gate.core.errors import GateError
 from gate.history.model import (
     Acknowledgement,
     ChangePoint,
@@ -41,6 +41,18 @@ from gate.history.model import (
     Series,
     SeriesDetection,
 )
+
+
+def _pelt():
+    """ruptures, the change-point library (the `history` extra: only the jobs that watch the
+    default branch detect)."""
+    try:
+        import ruptures
+    except ImportError:
+        raise GateError("gate history detect needs ruptures: pip install 'gate[history]' "
+                        "(requirements/nightly-update.txt has it)") from None
+    return ruptures
+
 
 # Night-to-night noise below this (log scale) is taken as this: identical figures would
 # otherwise make any step, however small, infinitely many units of noise.
@@ -125,7 +137,7 @@ def change_indices(values: Sequence[float], settings: DetectSettings | None = No
         return [], sigma
     z = ((y - np.median(y)) / sigma).reshape(-1, 1)
     penalty = st.penalty_factor * math.log(y.size)
-    cuts = rpt.Pelt(model="l2", min_size=2, jump=1).fit(z).predict(pen=penalty)[:-1]
+    cuts = _pelt().Pelt(model="l2", min_size=2, jump=1).fit(z).predict(pen=penalty)[:-1]
     while True:
         found = _splits(y, cuts)
         weak = [s for s in found if not _holds(s, sigma, st)]

@@ -25,7 +25,13 @@ from gate.core.errors import EXIT_ERROR, EXIT_PASS, GateError
 from gate.plan.runner_pin import label, parse_pin
 from gate.runner import gpus as smi
 from gate.runner import probes as probe
-from gate.runner.fingerprint import ServedFacts, probe_interpreter, serving_torch_threads
+from gate.runner.fingerprint import (
+    ServedFacts,
+    VllmOrigin,
+    origin_of,
+    probe_interpreter,
+    serving_torch_threads,
+)
 from gate.runner.gpus import Gpu, GpuProcess, GpuReading
 from gate.runner.probes import (
     DiskFacts,
@@ -58,6 +64,9 @@ class DoctorReport(BaseModel):
     served: ServedFacts | None = Field(
         None, description="what the server showed about itself: its model runner, torch pool "
         "and version (None: no server was read)")
+    vllm_origin: VllmOrigin | None = Field(
+        None, description="where the interpreter imports vllm from, in the server's "
+        "environment and a scratch working folder (the build the doctor examined)")
 
     @property
     def invalidating(self) -> list[Finding]:
@@ -504,7 +513,8 @@ def examine(ex: Examination) -> DoctorReport:
     findings += unreadable or gpu_findings(reading, own)
     findings += disk_findings(probe.read_disk(ex.model_dir), ex.min_free_gib)
     findings += vllm_findings(host, log)
-    return DoctorReport(server_pid=ex.server_pid, findings=findings, served=served)
+    return DoctorReport(server_pid=ex.server_pid, findings=findings, served=served,
+                        vllm_origin=origin_of(facts))
 
 
 def served_facts(procs: list[ProcessFacts], log: ServerLogFacts, host_cores: int) -> ServedFacts:

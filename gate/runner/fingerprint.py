@@ -275,12 +275,17 @@ def take_fingerprint(
             info, fp.omp_num_threads, bool(fp.gpus))
         fp.cuda_version = info.get("cuda_version")
         fp.vllm_commit = vllm_commit_from_version(fp.vllm_version)
-        if info.get("vllm_path"):
-            fp.vllm_origin = VllmOrigin(
-                path=info["vllm_path"], watched_digest=info.get("watched_digest"),
-                watched_files=info.get("watched_files", 0), prefix=info.get("prefix"),
-                editable_source=info.get("editable_source"))
+        fp.vllm_origin = origin_of(info)
     return fp
+
+
+def origin_of(probe: dict) -> VllmOrigin | None:
+    """Where the probed interpreter imports vllm from (probe_interpreter's answer)."""
+    if not probe.get("vllm_path"):
+        return None
+    return VllmOrigin(path=probe["vllm_path"], watched_digest=probe.get("watched_digest"),
+                      watched_files=probe.get("watched_files", 0), prefix=probe.get("prefix"),
+                      editable_source=probe.get("editable_source"))
 
 
 class ServedFacts(BaseModel):

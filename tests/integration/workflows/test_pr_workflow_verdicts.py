@@ -16,11 +16,14 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import sys
 import zipfile
 from pathlib import Path
 
+import pytest
 from support import vllm_helpers
+from support.calibrations import store_for
 from support.factories import cell, make_results
 from support.fake_github import TOKEN
 from support.gitrepo import commit, git, init
@@ -29,6 +32,7 @@ from support.workflow_job import JobRun, Run
 from support.workflows import load
 
 from gate.flows.ab_state import STATE_FILE, ABState, BuildIdentity, FixedDesign
+from gate.judge.checks import planned_slots
 from gate.judge.noise import runner_key
 from gate.judge.verdict import Outcome, Verdict, save_verdict
 from gate.measure.results import save_results
@@ -67,12 +71,17 @@ def pr_repo(path: Path, changed: str) -> tuple[str, str]:
     return base, head
 
 
-def checkout_of(repo: Path):
+def checkout_of(repo: Path, noise: Path | None = None):
+    """actions/checkout as the test's repository has it; the base branch's baselines are
+    empty, or `noise` (the reviewed calibrations of this runner class)."""
     def checkout(folder: Path, with_: dict[str, str]) -> None:
         if with_.get("repository"):  # the gate itself: the action runs from this checkout
             return
-        if with_.get("sparse-checkout"):  # the base branch's baselines: none stored
-            (folder / with_["sparse-checkout"] / "noise").mkdir(parents=True, exist_ok=True)
+        if with_.get("sparse-checkout"):  # the base branch's baselines
+            stored = folder / with_["sparse-checkout"] / "noise"
+            stored.mkdir(parents=True, exist_ok=True)
+            if noise is not None:
+                shutil.copytree(noise, stored, dirs_exist_ok=True)
             return
         git(repo, "clone", "-q", str(repo), str(folder))
         git(folder, "checkout", "-q", with_["ref"])
@@ -125,12 +134,20 @@ def decided_to_run(head: str) -> JobRun:
                                  "environment": "perf-gate", "review-url": ""})
 
 
-def run_pr_workflow(tmp_path, fake, changed: str):
+def run_pr_workflow(tmp_path, fake, changed: str, *, undecided: bool = False):
+    """The PR workflow's jobs on a stand-in A/A. One block (max-rounds 2) from nothing cannot
+    decide (inconclusive); with a calibration whose block costs more than the budget the test
+    cannot start (undecided)."""
     repo = tmp_path / "repo"
     base, head = pr_repo(repo, changed)
     fake.pulls[PR] = {"number": PR, "head": {"sha": head}, "state": "open"}
-    run = workflow_run(tmp_path, fake, "gate-pr.yml", repo, stand_in_plan(tmp_path),
-                       event=pr_event(head, base))
+    plan = stand_in_plan(tmp_path)
+    run = workflow_run(tmp_path, fake, "gate-pr.yml", repo, plan, event=pr_event(head, base))
+    run.action_inputs["max-rounds"] = "2"
+    if undecided:
+        calibrate_runner(plan, tmp_path / "reviewed-noise")
+        run.checkout = checkout_of(repo, tmp_path / "reviewed-noise")
+        run.action_inputs["budget-minutes"] = "0.01"
     run.jobs["decide"] = decided_to_run(head)
     earlier = run.run("earlier")
     measure = run.run("measure")
@@ -138,26 +155,40 @@ def run_pr_workflow(tmp_path, fake, changed: str):
     return earlier, measure, comment
 
 
-def test_an_undecided_ab_of_a_hot_path_change_is_never_a_green_check(tmp_path, fake):
-    earlier, measure, comment = run_pr_workflow(tmp_path, fake, UTILS)
+def calibrate_runner(plan_path: Path, noise: Path) -> None:
+    """A calibration of this runner for the plan (its spreads and a block's cost)."""
+    plan = load_plan(str(plan_path))
+    fp = take_fingerprint(python=sys.executable, env={**os.environ, **plan.server.env})
+    probe = make_results([cell("sweep", "guided", 2, 0, tpot_p50=10.0)], plan=plan, fp=fp)
+    every = tuple(s.name for s in planned_slots(plan, plan.thresholds))
+    store_for(noise, probe, names=every, between=0.01, within=0.02)
+
+
+@pytest.mark.parametrize("undecided", [False, True], ids=["inconclusive", "undecided"])
+def test_an_ab_that_did_not_decide_a_hot_path_change_is_never_a_green_check(tmp_path, fake,
+                                                                            undecided):
+    earlier, measure, comment = run_pr_workflow(tmp_path, fake, UTILS, undecided=undecided)
     assert earlier.result == "success" and earlier.outputs["found"] == "false"
     gate = measure.step("gate")
-    assert gate.outputs["verdict"] == "undecided", gate.stderr[-3000:]
+    word = "undecided" if undecided else "inconclusive"
+    assert gate.outputs["verdict"] == word, gate.stderr[-3000:]
     assert measure.result == "failure"  # the check a PR sees is red, not green
-    assert "::error title=Perf gate undecided::UNDECIDED: screened one block" in gate.stdout
+    assert f"::error title=Perf gate {word}::{word.upper()}:" in gate.stdout
     assert comment.result == "success"
     (posted,) = fake.comments[PR]
-    assert "UNDECIDED: screened one block" in posted["body"]
-    assert "gate calibrate --plan" in posted["body"]  # what would decide, in the comment
+    assert f"{word.upper()}:" in posted["body"]
+    if undecided:  # what would decide, in the comment
+        assert "--budget-minutes" in posted["body"]
 
 
-def test_an_undecided_ab_of_a_change_outside_the_hot_paths_is_not_held_up(tmp_path, fake):
+def test_an_ab_that_did_not_decide_a_change_outside_the_hot_paths_is_not_held_up(tmp_path,
+                                                                                 fake):
     _, measure, comment = run_pr_workflow(tmp_path, fake, "docs/usage.md")
     gate = measure.step("gate")
-    assert gate.outputs["verdict"] == "undecided" and measure.result == "success"
-    assert "::notice title=Perf gate undecided::not failing: the change touches no watched " \
-        "hot path" in gate.stdout
-    assert comment.result == "success" and "UNDECIDED" in fake.comments[PR][0]["body"]
+    assert gate.outputs["verdict"] == "inconclusive" and measure.result == "success"
+    assert "::notice title=Perf gate inconclusive::not failing: the change touches no " \
+        "watched hot path" in gate.stdout
+    assert comment.result == "success" and "INCONCLUSIVE" in fake.comments[PR][0]["body"]
 
 
 def earlier_artifact(folder: Path, plan_path: Path, *, outcome: Outcome, finished: bool) -> bytes:
