@@ -12,9 +12,10 @@ the CPU counterpart of vLLM's precompiled mode). Two PRs:
   staging), which about doubles a guided step here (halving guided throughput, the seed's
   233 -> 121 req/min), beside a harmless hunk in another watched file. The check fails, and the
   comment ranks the staging hunk first (by the profile diff of both builds);
-- a change to a file outside the hot paths: the A/B finds nothing gross, and the check is
-  not held up (undecided is never a pass of the hot paths: tests/integration/workflows/
-  test_pr_workflow_verdicts.py shows it failing a hot-path change).
+- a change to a file outside the hot paths: the A/B's one block finds nothing gross, and the
+  check is not held up (an A/B that did not decide never passes the hot paths:
+  tests/integration/workflows/test_pr_workflow_verdicts.py shows it failing a hot-path
+  change).
 """
 
 from __future__ import annotations
@@ -135,7 +136,10 @@ def pr_workflow(tmp_path: Path, fake: FakeGitHub, repo: Path, base: str, head: s
                   # provisioned GPU runner, and the gate already on PATH
                   "install-gate": "false", "install-mode": "overlay",
                   "python": sys.executable, "plan": str(plan),
-                  "runner-marker": "none", "model-cache": ""},
+                  "runner-marker": "none", "model-cache": "",
+                  # one block: the seed's kind of slowdown fails the first block's look for
+                  # gross effects; more blocks would cost the suite minutes to learn nothing
+                  "max-rounds": "2"},
               timeout_s=1200)
     run.jobs["decide"] = JobRun("decide", [], {"run": "true", "revoke": "false", "sha": head,
                                                "environment": "perf-gate", "review-url": ""})
@@ -192,6 +196,6 @@ def test_a_change_outside_the_hot_paths_does_not_fail(twin):
     run, comments = twin["unrelated"]
     measure = run.jobs["measure"]
     verdict = load_verdict(run.root / "measure" / "gate-out" / "verdict.json")
-    assert verdict.outcome in (Outcome.UNDECIDED, Outcome.PASS), verdict.headline
+    assert verdict.outcome in (Outcome.INCONCLUSIVE, Outcome.PASS), verdict.headline
     assert measure.result == "success", measure.step("gate").stderr[-4000:]
     assert comments and verdict.outcome.value.upper() in comments[0]["body"]
