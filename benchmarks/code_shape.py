@@ -47,19 +47,21 @@ def shape(sources: dict[str, str]) -> dict[str, int]:
     return out
 
 
+def is_versioned_load(node: ast.AST) -> bool:
+    """A call of load_versioned, or a comparison against a *SCHEMA_VERSION constant."""
+    if isinstance(node, ast.Call):
+        return getattr(node.func, "id", getattr(node.func, "attr", "")) == "load_versioned"
+    return isinstance(node, ast.Compare) and any(
+        isinstance(n, ast.Name) and n.id.endswith("SCHEMA_VERSION") for n in ast.walk(node))
+
+
 def versioned_loaders(sources: dict[str, str]) -> int:
     """Loaders that check a file's schema version: calls of the one versioned loader
     (load_versioned), or a comparison against a *SCHEMA_VERSION constant."""
     found = 0
     for text in sources.values():
         for node in ast.walk(ast.parse(text)):
-            if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(
-                    node.func, "attr", "")) == "load_versioned":
-                found += 1
-            elif isinstance(node, ast.Compare) and any(
-                    isinstance(n, ast.Name) and n.id.endswith("SCHEMA_VERSION")
-                    for n in ast.walk(node)):
-                found += 1
+            found += is_versioned_load(node)
     return found
 
 

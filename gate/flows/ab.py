@@ -680,7 +680,7 @@ class Profiler:
                 target = ProfileTarget(s.base_url, label=label, pid=s.server_pid)
                 profiles[label] = profile_server(
                     target, self.plan, self.out / label / "profile", self.profiling.options,
-                    log=self.progress)
+                    roots=source_roots(s), log=self.progress)
             pair = ProfilePair(profiles["base"], profiles["head"], self.out / "base" / "profile",
                                self.out / "head" / "profile")
             written = write_diff(pair, self.out / "profile-diff", self.profiling.diff,
@@ -691,6 +691,14 @@ class Profiler:
             self.notes.append(f"no profile diff: {str(exc).splitlines()[0]}")
             self.progress(f"profiling failed: {exc}")
         self.seconds += time.monotonic() - started
+
+
+def source_roots(session: MeasuredBuild) -> list[Path]:
+    """The folder that holds the build's vllm package, as the doctor read it from the serving
+    processes: a commit's overlay or a source checkout is outside site-packages, and its
+    frames must be named as the other build's are (vllm/...) for the two profiles to meet."""
+    origin = session.doctor.vllm_origin if session.doctor else None
+    return [Path(origin.path).parent] if origin and origin.path else []
 
 
 def _profile_fresh_pair(abrun: ABRun) -> None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from tabulate import tabulate
 
+from gate.core.errors import MeasurementError
 from gate.profile.data import BuildProfile
 from gate.profile.diff_file import UNIT, Change, DiffSettings, FunctionDiff, ProfileDiff
 
@@ -173,6 +174,8 @@ def diff_profiles(base: BuildProfile, head: BuildProfile,
     """Diff head against base per function; the method: docs/profile.md."""
     settings = settings or DiffSettings()
     b, h = count_functions(base, settings.basis), count_functions(head, settings.basis)
+    if problem := unshared_loop(b, h):
+        raise MeasurementError(problem)
     # Seeded from the builds' labels: the same profiles always give the same diff.
     rng = np.random.default_rng(zlib.crc32(f"profile-diff:{base.label}:{head.label}".encode()))
     keys = sorted(set(b.inclusive) | set(h.inclusive))
@@ -202,6 +205,30 @@ def diff_profiles(base: BuildProfile, head: BuildProfile,
                              share=settings.min_share, rel=settings.min_rel),
         functions=named + others, notes=profile_notes(base, head),
     )
+
+
+# A function in at least this share of one build's busy samples is its serving loop (the engine
+# core's step, the worker's busy loop): the other build runs it too, under the same name.
+LOOP_SHARE = 0.5
+
+
+def unshared_loop(b: Counts, h: Counts) -> str | None:
+    """Why the two profiles cannot be diffed, when one build's serving loop is missing from the
+    other's: their files are named differently (one build's vllm sits outside site-packages
+    and no source root names it), and every function would read as new, the diff printing
+    the whole step as a change."""
+    for label, mine, other in (("head", h, b), ("base", b, h)):
+        busy = float(mine.total.ms.sum() - mine.waiting.ms.sum())
+        for key, series in sorted(mine.inclusive.items(), key=lambda kv: -kv[1].ms.sum()):
+            if series.ms.sum() < LOOP_SHARE * busy:
+                break
+            if key not in other.inclusive:
+                return (f"the two profiles do not share the {label}'s serving loop: {key[1]} "
+                        f"({key[0]}) takes {series.ms.sum() / busy:.0%} of its busy samples "
+                        f"and is not in the other build's; the builds' files are named "
+                        f"differently (a vllm outside site-packages needs its folder as a "
+                        f"source root)")
+    return None
 
 
 def profile_notes(base: BuildProfile, head: BuildProfile) -> list[str]:

@@ -7,7 +7,8 @@ import pytest
 from support.paths import FIXTURES
 from support.profiles import FAST, MAIN, SLOW, STEP, make_profile, steady
 
-from gate.profile.data import load_build_profile
+from gate.core.errors import MeasurementError
+from gate.profile.data import load_build_profile, relative_file
 from gate.profile.diff import count_functions, diff_profiles, per_1k, render_table
 from gate.profile.diff_file import DiffSettings
 
@@ -212,3 +213,19 @@ def test_a_quarter_slower_guided_step_is_still_named_at_the_floor():
     assert slowed.added and slowed.inclusive.significant
     assert slowed.inclusive.diff > diff.settings.min_share * total > slowed.self_time.diff
     assert not slowed.self_time.significant
+
+
+def test_profiles_whose_files_are_named_differently_are_refused_not_diffed():
+    # The head's vllm sat in an overlay folder, outside site-packages, with no source root:
+    # every one of its functions would read as new and the whole step as the change.
+    moved = [{tuple(f"/tmp/overlay/head/{f}" for f in stack): n for stack, n in w.items()}
+             for w in steady(slow=20)]
+    with pytest.raises(MeasurementError, match=r"serving loop: main \(/tmp/overlay/head/app.py\)"):
+        diff_profiles(make_profile("base", steady(slow=20)), make_profile("head", moved))
+
+
+def test_a_build_outside_site_packages_meets_the_installed_one_through_its_root():
+    installed = "/venv/lib/python3.11/site-packages/vllm/v1/structured_output/utils.py"
+    overlay = "/job/gate-out/overlays/head/vllm/v1/structured_output/utils.py"
+    assert relative_file(overlay, ["/job/gate-out/overlays/head"]) == relative_file(installed)
+    assert relative_file(overlay) == overlay  # without its root it meets nothing
