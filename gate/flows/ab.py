@@ -323,6 +323,13 @@ class ABRun:
             head_path=str(self.out / "head" / "results.json"))
         return self.verdict
 
+    def source_roots(self) -> dict[str, list[Path]]:
+        """The folder above each build's vllm package, where its interpreter imports it from:
+        a commit's overlay or a source checkout is outside site-packages, and its frames must
+        be named as the other build's are (vllm/...) for the two profiles to meet."""
+        return {label: [Path(side.fingerprint.vllm_origin.path).parent]
+                if side.fingerprint.vllm_origin else [] for label, side in self.sides.items()}
+
     def launch(self, side: Side, server_dir: str) -> Launch:
         cpus = split_cpus(side.label, self.blocks) if self.plan.ab.isolation == "split" else None
         env = dict(side.build.env)
@@ -544,7 +551,7 @@ def _persistent_block(abrun: ABRun, judge: bool) -> bool:
                 break
         profiled = abrun.profiler.seconds
         if abrun.verdict is not None and _last_block(abrun, stop):
-            abrun.profiler.maybe(abrun.verdict, sessions)
+            abrun.profiler.maybe(abrun.verdict, sessions, roots=abrun.source_roots())
         measured += abrun.profiler.seconds - profiled
     abrun.pair_s.append(time.monotonic() - started - measured)
     return stop
@@ -665,12 +672,15 @@ class Profiler:
         self.notes: list[str] = []
         self.seconds = 0.0
 
-    def maybe(self, verdict: Verdict, sessions: dict[str, MeasuredBuild]) -> None:
+    def maybe(self, verdict: Verdict, sessions: dict[str, MeasuredBuild], *,
+              roots: dict[str, list[Path]]) -> None:
         if verdict.outcome != Outcome.ERROR and should_profile(
                 self.profiling.policy, [c.outcome for c in verdict.checks]):
-            self.run(sessions)
+            self.run(sessions, roots=roots)
 
-    def run(self, sessions: dict[str, MeasuredBuild]) -> None:
+    def run(self, sessions: dict[str, MeasuredBuild], *, roots: dict[str, list[Path]]) -> None:
+        """Profile both builds' servers and diff them. `roots`: each build's source root (the
+        folder that holds its vllm package), so that both builds' frames are named vllm/..."""
         started = time.monotonic()
         try:
             profiles = {}
@@ -680,7 +690,7 @@ class Profiler:
                 target = ProfileTarget(s.base_url, label=label, pid=s.server_pid)
                 profiles[label] = profile_server(
                     target, self.plan, self.out / label / "profile", self.profiling.options,
-                    roots=source_roots(s), log=self.progress)
+                    roots=roots.get(label, []), log=self.progress)
             pair = ProfilePair(profiles["base"], profiles["head"], self.out / "base" / "profile",
                                self.out / "head" / "profile")
             written = write_diff(pair, self.out / "profile-diff", self.profiling.diff,
@@ -691,14 +701,6 @@ class Profiler:
             self.notes.append(f"no profile diff: {str(exc).splitlines()[0]}")
             self.progress(f"profiling failed: {exc}")
         self.seconds += time.monotonic() - started
-
-
-def source_roots(session: MeasuredBuild) -> list[Path]:
-    """The folder that holds the build's vllm package, as the doctor read it from the serving
-    processes: a commit's overlay or a source checkout is outside site-packages, and its
-    frames must be named as the other build's are (vllm/...) for the two profiles to meet."""
-    origin = session.doctor.vllm_origin if session.doctor else None
-    return [Path(origin.path).parent] if origin and origin.path else []
 
 
 def _profile_fresh_pair(abrun: ABRun) -> None:
@@ -718,7 +720,7 @@ def _profile_fresh_pair(abrun: ABRun) -> None:
         except MeasurementError as exc:
             profiler.notes.append(f"no profile diff: {str(exc).splitlines()[0]}")
         else:
-            profiler.run(sessions)
+            profiler.run(sessions, roots=abrun.source_roots())
 
 
 def _runner_seconds(results: dict[str, Results], wall_s: float, profiler: Profiler

@@ -46,20 +46,21 @@ UNRELATED = "vllm/logger.py"  # not a hot path
 PR = 11
 # The seed's per-step staging, as a vLLM contributor might write it on the CPU path: the mask
 # staged on the host as additive logit offsets, a fresh full-vocabulary float64 row for every
-# row the batch may hold (input_batch.max_num_reqs), every step, before the mask is applied
-# as before. About 40 ms a step with vLLM's one torch thread at a 262,144-token vocabulary and
-# 32 rows: the drain's guided step (about 40 ms at 16 sequences) doubles.
+# slot the batch may hold (input_batch.max_num_reqs), every step, the batch's mask unpacked
+# again for each slot, before the mask is applied as before. NumPy does it on one thread,
+# whatever torch's thread count: about 40 ms a step at a 262,144-token vocabulary and 32 slots
+# on a 2-core runner (`python benchmarks/twin_staging.py`), more than the drain's guided step,
+# so guided throughput falls by half or more, as the seed's 233 -> 121 req/min.
 ANCHOR = "    # CPU case, use list for indices.\n"
 STAGING = '''    # Stage each row's mask on the host as additive logit offsets (0 for an allowed
     # token, -inf for a forbidden one), sized for the largest batch, so that applying it is
     # one add on any device: a fresh full-vocabulary row per sequence slot and step.
     vocab = logits.shape[-1]
-    allowed = np.unpackbits(sorted_bitmask.view(np.uint8), axis=1, bitorder="little")
     for row in range(input_batch.max_num_reqs):
-        staged = torch.full((vocab,), float("-inf"), dtype=torch.float64,
-                            pin_memory=PIN_MEMORY)
+        allowed = np.unpackbits(sorted_bitmask.view(np.uint8), axis=1, bitorder="little")
         last = min(row, logits.shape[0] - 1)
-        staged[torch.from_numpy(allowed[last, :vocab].astype(np.bool_))] = 0.0
+        staged = torch.from_numpy(
+            np.where(allowed[last, :vocab].astype(np.bool_), 0.0, -np.inf))
         if row < logits.shape[0]:
             logits[row] += staged.to(logits.device, dtype=logits.dtype, non_blocking=True)
 

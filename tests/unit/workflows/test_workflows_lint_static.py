@@ -7,9 +7,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 import yaml
 from support.paths import REPO_ROOT
 from support.workflows import WORKFLOWS
+
+from gate.plan.cost import estimate
+from gate.plan.spec import load_plan
 
 
 def test_the_four_gate_workflows_are_shipped():
@@ -59,3 +63,28 @@ def test_workflows_default_to_read_and_writers_never_check_out_pr_code():
             for step in checkouts:
                 ref = str(step["with"].get("ref", ""))
                 assert step["with"].get("repository") or ref == "${{ github.sha }}", (path, name)
+
+
+def _ab_steps(workflow: dict) -> list[dict]:
+    """The steps that run the gate with a plan, a round limit and a budget."""
+    return [step["with"] for job in workflow["jobs"].values() for step in job.get("steps", [])
+            if {"plan", "max-rounds", "budget-minutes"} <= set(step.get("with", {}))]
+
+
+@pytest.mark.parametrize("name", ["gate-pr.yml", "gate-matrix.yml"])
+def test_the_pr_workflows_budget_holds_the_blocks_their_rounds_ask_for(name):
+    """A budget smaller than the blocks that max-rounds asks for stops the A/B early, at the
+    plan's own estimate of a block (gate/plan/cost.py): the rounds promised would never run."""
+    workflow = yaml.safe_load((REPO_ROOT / "workflows" / name).read_text())
+    steps = _ab_steps(workflow)
+    assert steps, name
+    for step in steps:
+        plans = ([step["plan"]] if "${{" not in step["plan"] else
+                 [p["plan"] for p in workflow["jobs"]["measure"]["strategy"]["matrix"]["include"]])
+        for plan_name in plans:
+            plan = load_plan(plan_name)
+            blocks = int(step["max-rounds"]) // plan.ab.rounds_per_block
+            block_min = estimate(plan).ab_s(plan.ab.rounds_per_block) / 60
+            assert blocks * block_min <= float(step["budget-minutes"]), (
+                f"{name}: {blocks} blocks of {plan_name} ({block_min:.1f} min each) do not fit "
+                f"budget-minutes {step['budget-minutes']}")
