@@ -64,7 +64,7 @@ def handle(args, settings: Settings) -> int:
     provenance = bl.Provenance(
         kind="measured", date=today(), commit=commit, branch=branch,
         source=f"gate baseline update (gate {results.gate_version})", results=str(path),
-        note="; ".join(decision.acknowledged),
+        gate_version=results.gate_version, note="; ".join(decision.acknowledged),
     )
     written = bl.update_baseline(args.baselines_dir, results, figures, provenance, units)
     print(f"wrote baseline {written} ({len(figures)} figures, plan {results.plan.name}, "

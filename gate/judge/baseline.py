@@ -68,6 +68,8 @@ class Provenance(StrictModel):
     source: str | None = Field(None, description="who produced them: `gate baseline update`, an issue")
     url: str | None = None
     results: str | None = Field(None, description="the results.json the figures came from")
+    gate_version: str | None = Field(
+        None, description="the gate that measured them (0.1.0+g<commit> from a checkout)")
     note: str = ""
 
     @model_validator(mode="after")

@@ -323,6 +323,12 @@ class BaselineReference:
         if self.baseline.provenance.kind == "reported":
             return self._shown(ctx, found)
         notes: list[str] = []
+        made_by = self.baseline.provenance.gate_version
+        if made_by and made_by != ctx.head.gate_version:
+            # Another gate may measure a figure differently (a cell's window, a client fix):
+            # said, not refused, since the plan hash already pins what is measured.
+            notes.append(f"the baseline was measured by gate {made_by}, this run by gate "
+                         f"{ctx.head.gate_version}")
         notes += [f"{s.label}: the baseline has no figure for {s.name}; not compared"
                   for s in found if s.name not in self.baseline.figures]
         found = [s for s in found if s.name in self.baseline.figures]

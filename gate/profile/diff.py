@@ -213,21 +213,27 @@ LOOP_SHARE = 0.5
 
 
 def unshared_loop(b: Counts, h: Counts) -> str | None:
-    """Why the two profiles cannot be diffed, when one build's serving loop is missing from the
-    other's: their files are named differently (one build's vllm sits outside site-packages
-    and no source root names it), and every function would read as new, the diff printing
-    the whole step as a change."""
+    """Why the two profiles cannot be diffed, when one build's serving loop (a function that
+    holds half its busy samples) is in the other's under another file name: their files are
+    named differently (one build's vllm sits outside site-packages and no source root names
+    it), and every function would read as new, the diff printing the whole step as a change.
+    A hot function the other build has under no name at all is a real change (a new loop of
+    host work), not a defect."""
     for label, mine, other in (("head", h, b), ("base", b, h)):
         busy = float(mine.total.ms.sum() - mine.waiting.ms.sum())
+        files_of: dict[str, set[str]] = {}
+        for file, name in other.inclusive:
+            files_of.setdefault(name, set()).add(file)
         for key, series in sorted(mine.inclusive.items(), key=lambda kv: -kv[1].ms.sum()):
             if series.ms.sum() < LOOP_SHARE * busy:
                 break
-            if key not in other.inclusive:
-                return (f"the two profiles do not share the {label}'s serving loop: {key[1]} "
-                        f"({key[0]}) takes {series.ms.sum() / busy:.0%} of its busy samples "
-                        f"and is not in the other build's; the builds' files are named "
-                        f"differently (a vllm outside site-packages needs its folder as a "
-                        f"source root)")
+            file, name = key
+            if key not in other.inclusive and name in files_of:
+                return (f"the two profiles name the {label}'s serving loop differently: {name} "
+                        f"({file}, {series.ms.sum() / busy:.0%} of its busy samples) is in the "
+                        f"other build's as {', '.join(sorted(files_of[name]))}; the builds' "
+                        f"files are named differently (a vllm outside site-packages needs its "
+                        f"folder as a source root)")
     return None
 
 

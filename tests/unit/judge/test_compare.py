@@ -20,7 +20,7 @@ from support.paths import REPO_ROOT
 from gate.cli import main as gate_cli_main
 from gate.cli.common import assignments
 from gate.core.errors import GateError
-from gate.judge.baseline import load_baseline
+from gate.judge.baseline import Provenance, build_baseline, load_baseline
 from gate.judge.checks import results_figures
 from gate.judge.compare import (
     ABReference,
@@ -375,3 +375,18 @@ def test_compare_command_finds_the_baseline_of_its_hardware_or_says_why_not(tmp_
     proc = gate_in_process("compare", other, "--baseline", "auto", "--baselines-dir", BASELINES)
     assert proc.returncode == 2
     assert "hardware" in proc.stderr and "NVIDIA L4" in proc.stderr and "--against" in proc.stderr
+
+
+def test_a_baseline_of_another_gate_is_said_and_one_of_this_gate_is_not():
+    base = drain_results([233.0, 231.0, 235.0])
+    figures, units = results_figures(base)
+    head = drain_results([232.0, 234.0, 230.0])
+    for made_by, said in ((head.gate_version, False), ("0.0.9+gabc", True)):
+        baseline = build_baseline(base, figures, Provenance(kind="measured",
+                                                            gate_version=made_by), units)
+        v = compare_results(head, BaselineReference(baseline), T)
+        notes = [n for n in v.notes if "measured by gate" in n]
+        assert bool(notes) is said, v.notes
+        if said:
+            assert notes == [f"the baseline was measured by gate 0.0.9+gabc, this run by gate "
+                             f"{head.gate_version}"]

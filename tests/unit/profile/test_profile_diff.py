@@ -220,8 +220,18 @@ def test_profiles_whose_files_are_named_differently_are_refused_not_diffed():
     # every one of its functions would read as new and the whole step as the change.
     moved = [{tuple(f"/tmp/overlay/head/{f}" for f in stack): n for stack, n in w.items()}
              for w in steady(slow=20)]
-    with pytest.raises(MeasurementError, match=r"serving loop: main \(/tmp/overlay/head/app.py\)"):
+    with pytest.raises(MeasurementError, match=r"serving loop differently: main \(/tmp/overlay/head/app.py"):
         diff_profiles(make_profile("base", steady(slow=20)), make_profile("head", moved))
+
+
+def test_a_new_hot_function_of_the_head_is_a_change_not_a_naming_defect():
+    # The head's regression is a function the base never had, holding most of its samples:
+    # the diff names it, it is not refused as two builds named apart.
+    host = "lib/utils.py:stage_each_row"
+    head = [{**w, (MAIN, STEP, SLOW, host): 2000} for w in steady(slow=20)]
+    diff = diff_profiles(make_profile("base", steady(slow=20)), make_profile("head", head))
+    added = row(diff, host)
+    assert added.inclusive.significant and added.inclusive.diff > 0
 
 
 def test_a_build_outside_site_packages_meets_the_installed_one_through_its_root():
