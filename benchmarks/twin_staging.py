@@ -22,8 +22,9 @@ def stage(sorted_bitmask: np.ndarray, logits: torch.Tensor, *, slots: int) -> No
     for row in range(slots):
         allowed = np.unpackbits(sorted_bitmask.view(np.uint8), axis=1, bitorder="little")
         last = min(row, logits.shape[0] - 1)
-        staged = torch.from_numpy(
-            np.where(allowed[last, :vocab].astype(np.bool_), 0.0, -np.inf))
+        offsets = np.where(allowed[last, :vocab].astype(np.bool_), 0.0, -np.inf)
+        staged = torch.full((vocab,), float("-inf"), dtype=torch.float64)
+        staged.copy_(torch.from_numpy(offsets))
         if row < logits.shape[0]:
             logits[row] += staged.to(logits.device, dtype=logits.dtype)
 

@@ -47,7 +47,7 @@ PR = 11
 # The seed's per-step staging, as a vLLM contributor might write it on the CPU path: the mask
 # staged on the host as additive logit offsets, a fresh full-vocabulary float64 row for every
 # slot the batch may hold (input_batch.max_num_reqs), every step, the batch's mask unpacked
-# again for each slot, before the mask is applied as before. NumPy does it on one thread,
+# again for each slot and copied into a fresh torch row, before the mask is applied as before. NumPy does it on one thread,
 # whatever torch's thread count: about 40 ms a step at a 262,144-token vocabulary and 32 slots
 # on a 2-core runner (`python benchmarks/twin_staging.py`), more than the drain's guided step,
 # so guided throughput falls by half or more, as the seed's 233 -> 121 req/min.
@@ -59,8 +59,10 @@ STAGING = '''    # Stage each row's mask on the host as additive logit offsets (
     for row in range(input_batch.max_num_reqs):
         allowed = np.unpackbits(sorted_bitmask.view(np.uint8), axis=1, bitorder="little")
         last = min(row, logits.shape[0] - 1)
-        staged = torch.from_numpy(
-            np.where(allowed[last, :vocab].astype(np.bool_), 0.0, -np.inf))
+        offsets = np.where(allowed[last, :vocab].astype(np.bool_), 0.0, -np.inf)
+        staged = torch.full((vocab,), float("-inf"), dtype=torch.float64,
+                            pin_memory=PIN_MEMORY)
+        staged.copy_(torch.from_numpy(offsets))
         if row < logits.shape[0]:
             logits[row] += staged.to(logits.device, dtype=logits.dtype, non_blocking=True)
 
