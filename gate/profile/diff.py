@@ -186,6 +186,11 @@ def diff_profiles(base: BuildProfile, head: BuildProfile,
                          tokens, floor_ms, settings, rng) if keys else []
     incl_changes = judge(stacked(b.inclusive, keys, kb), stacked(h.inclusive, keys, kh),
                          tokens, floor_ms, settings, rng) if keys else []
+    trunk = trunk_keys(b, h)
+    for key, change in zip(keys, incl_changes, strict=True):
+        if key in trunk:  # its inclusive change is the total's, reported as the total
+            change.low = change.high = None
+            change.significant = False
     overall = settings.model_copy(update={"min_rel": 0.0})
     total, waiting = (judge(one(x), one(y), tokens, 0.0, overall, rng)[0]
                       for x, y in ((b.total, h.total), (b.waiting, h.waiting)))
@@ -203,8 +208,33 @@ def diff_profiles(base: BuildProfile, head: BuildProfile,
         total=total, waiting=waiting, settings=settings,
         method=METHOD.format(basis=settings.basis, conf=settings.confidence,
                              share=settings.min_share, rel=settings.min_rel),
-        functions=named + others, notes=profile_notes(base, head),
+        functions=named + others, notes=profile_notes(base, head) + trunk_note(trunk, total),
     )
+
+
+# A function on at least this share of both builds' busy samples is the processes' trunk
+# (the module, main, the event loop's run_forever): its inclusive time is the total's.
+TRUNK_SHARE = 0.9
+
+
+def trunk_keys(b: Counts, h: Counts) -> set[Key]:
+    """The functions under which (nearly) all of both builds' busy time runs. Their inclusive
+    change is the whole profile's change; naming them would name every frame between the
+    module and the serving loop for one fact the header already states (the total), and a
+    machine that got busier during one build's window would read as six findings."""
+    def trunk(c: Counts) -> set[Key]:
+        busy = float(c.total.ms.sum() - c.waiting.ms.sum())
+        return {k for k, s in c.inclusive.items() if busy > 0 and s.ms.sum() >= TRUNK_SHARE * busy}
+    return trunk(b) & trunk(h)
+
+
+def trunk_note(trunk: set[Key], total: Change) -> list[str]:
+    if not trunk:
+        return []
+    names = ", ".join(sorted(name for _, name in trunk)[:4]) + (", ..." if len(trunk) > 4 else "")
+    return [f"{len(trunk)} function(s) run under nearly all busy samples of both builds ({names}); "
+            f"their inclusive change is the total's ({total.base:.0f} -> {total.head:.0f} ms per "
+            f"1k output tokens) and is not tested as their own"]
 
 
 # A function in at least this share of one build's busy samples is its serving loop (the engine

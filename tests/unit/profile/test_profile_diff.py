@@ -63,6 +63,22 @@ def test_a_slowed_function_is_named_with_its_added_time():
     assert diff.functions.index(step) > 0
 
 
+def test_the_trunk_is_not_a_finding_of_its_own():
+    # main holds every sample of both builds: its inclusive change is the total's (+600), and
+    # naming it would name the module, main and the event loop for one fact.
+    diff = diff_profiles(make_profile("base", steady(slow=20)), make_profile("head", steady(slow=80)))
+    trunk = row(diff, MAIN)
+    assert trunk.inclusive.diff == pytest.approx(600.0) == diff.total.diff
+    assert not trunk.inclusive.significant and trunk.inclusive.low is None
+    assert trunk not in diff.named
+    assert any("1 function(s) run under nearly all busy samples of both builds (main)" in n
+               for n in diff.notes), diff.notes
+    # its own time is still judged: main doing more of its own work is named
+    more = [{**w, (MAIN,): 400} for w in steady(slow=20)]
+    named = diff_profiles(make_profile("base", steady(slow=20)), make_profile("head", more)).named
+    assert [(f.name, f.self_time.significant) for f in named][:1] == [("main", True)]
+
+
 def test_identical_builds_name_nothing():
     diff = diff_profiles(make_profile("base", steady(slow=40)), make_profile("head", steady(40)))
     assert diff.named == [] and diff.added == []
