@@ -27,7 +27,7 @@ import os
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from gate.core.errors import GateError, MeasurementError
@@ -678,6 +678,12 @@ class Profiler:
                 self.profiling.policy, [c.outcome for c in verdict.checks]):
             self.run(sessions, roots=roots)
 
+    def sampling(self) -> SamplingOptions:
+        """The command line's rate, the plan's windows (a plan knows how long its step is)."""
+        spec = self.plan.profile
+        return replace(self.profiling.options, windows=spec.windows,
+                                   window_s=spec.window_s, settle_s=spec.settle_s)
+
     def run(self, sessions: dict[str, MeasuredBuild], *, roots: dict[str, list[Path]]) -> None:
         """Profile both builds' servers and diff them. `roots`: each build's source root (the
         folder that holds its vllm package), so that both builds' frames are named vllm/..."""
@@ -689,7 +695,7 @@ class Profiler:
                 self.progress(f"{label}: profiling the serving processes (py-spy)")
                 target = ProfileTarget(s.base_url, label=label, pid=s.server_pid)
                 profiles[label] = profile_server(
-                    target, self.plan, self.out / label / "profile", self.profiling.options,
+                    target, self.plan, self.out / label / "profile", self.sampling(),
                     roots=roots.get(label, []), log=self.progress)
             pair = ProfilePair(profiles["base"], profiles["head"], self.out / "base" / "profile",
                                self.out / "head" / "profile")

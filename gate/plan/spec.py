@@ -334,6 +334,17 @@ class ABSpec(StrictModel):
         return self
 
 
+class ProfileSpec(StrictModel):
+    """How long `gate ab` profiles each build once the verdict is known (gate.profile.sampling,
+    docs/profile.md): outside the measurement hash, since it runs after the measured cells."""
+
+    windows: int = Field(5, ge=2, description="sampling windows per build; the profile diff "
+                         "resamples them to tell noise from a change")
+    window_s: float = Field(3.0, ge=0.5, le=600, description="seconds per window")
+    settle_s: float = Field(2.0, ge=0, description="load before the first window, so that "
+                            "every window sees a full batch")
+
+
 class Plan(StrictModel):
     name: str
     description: str = ""
@@ -345,6 +356,7 @@ class Plan(StrictModel):
     sweep: SweepSpec = Field(default_factory=SweepSpec)
     repeats: int = Field(1, ge=1, description="times the drain and the sweep are measured")
     ab: ABSpec = Field(default_factory=ABSpec)
+    profile: ProfileSpec = Field(default_factory=ProfileSpec)
     thresholds: Thresholds = Field(default_factory=Thresholds)
     backends: list[Backend] = Field(
         default_factory=list,

@@ -52,10 +52,13 @@ def small_plan(tmp_path: Path, **changes) -> tuple[Path, str]:
 
 def stand_in_plan(tmp_path: Path, **changes) -> tuple[Path, str]:
     """small_plan served by the stand-in (support/fake_vllm.py): its package first on the
-    server's PYTHONPATH, one-second sweep windows. `changes` as small_plan's, applied after."""
+    server's PYTHONPATH, one-second sweep windows, a profile of three one-second windows (the
+    stand-in's step is a sleep: longer windows add seconds, not samples of anything).
+    `changes` as small_plan's, applied after."""
     return small_plan(tmp_path, **{
         "server.model": STAND_IN_MODEL, "server.startup_timeout_s": 60,
-        "server.env.PYTHONPATH": str(FAKE_VLLM), "sweep.window_s": 1, **changes})
+        "server.env.PYTHONPATH": str(FAKE_VLLM), "sweep.window_s": 1,
+        "profile": {"windows": 3, "window_s": 1.0, "settle_s": 0.5}, **changes})
 
 
 @contextlib.contextmanager
