@@ -46,6 +46,7 @@ sys.path.insert(0, str(ROOT))
 
 from gate.judge import noise as noise_mod  # noqa: E402
 from gate.judge import sequential as seq  # noqa: E402
+from gate.judge import sizing as sizing_mod  # noqa: E402
 from gate.judge.ab_design import CALIBRATION_BLOCKS, calibrated_design, design_ab  # noqa: E402
 from gate.judge.checks import Slot, planned_slots  # noqa: E402
 from gate.judge.sizing import Layout, Runs, Spread, draw, verdicts  # noqa: E402
@@ -75,7 +76,7 @@ class Truth:
     thresholds: Thresholds
     slots: tuple[Slot, ...]
     spreads: dict[str, Spread]
-    cost: noise_mod.Cost
+    cost: sizing_mod.RunnerCost
     key: noise_mod.CalibrationKey
 
     @property

@@ -3,7 +3,7 @@
 # the GPU jobs' whole gate runtime, gpu.txt)
 # from their inputs (requirements/*.in): every version pinned, every file's sha256 listed, for
 # the Python the workflows set up (3.11) on any platform. Needs uv (pip install uv) and PyPI.
-# docs/action.md, "Hash-pinned installs in the token jobs".
+# docs/security.md, "Hash-pinned installs in the token jobs".
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 for name in poster nightly-update gpu; do

@@ -242,7 +242,7 @@ def _handle(args, settings: Settings, progress: Progress) -> int:
 
 
 def check_sources(args, settings: Settings) -> None:
-    """What the shipped GPU workflows forbid (docs/action.md, "Running on a public
+    """What the shipped GPU workflows forbid (docs/security.md, "Running on a public
     repository"): a resumed A/B whose results file names a server launch other than its
     built-in plan's, and --calibrate writing to a cache folder that is not read."""
     if args.calibrate and not settings.cache_calibrations:

@@ -31,7 +31,7 @@ def chosen_command(argv: list[str]) -> str | None:
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The parser; given argv that names a command, only that command's module is imported,
     so that `gate publish` or `gate trust` runs on the token jobs' small dependency set
-    (docs/action.md, "Hash-pinned installs in the token jobs")."""
+    (docs/security.md, "Hash-pinned installs in the token jobs")."""
     parser = argparse.ArgumentParser(
         prog="gate", description="CI regression gate for vLLM structured-output performance.")
     parser.add_argument("--version", action="version", version=f"gate {__version__}")

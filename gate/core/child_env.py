@@ -15,7 +15,7 @@ Two things, for two reasons:
   around it: not the runner's file commands (GITHUB_ENV and GITHUB_PATH set variables and PATH
   for every later step, GITHUB_OUTPUT the step's outputs, GITHUB_STATE an action's post step,
   GITHUB_STEP_SUMMARY the run's page) and no token. This is hygiene, not a wall: code of the
-  same user can still read its parents' environment in /proc. docs/action.md, "Running on a
+  same user can still read its parents' environment in /proc. docs/security.md, "Running on a
   public repository", says what a malicious approved commit can still do.
 
 pip's build of a vLLM checkout (gate install-vllm) is the one exception to the scratch folder:

@@ -8,6 +8,7 @@ it raises a `GateError` that says which file, which key, and what is wrong with 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import tempfile
@@ -20,6 +21,11 @@ from pydantic import BaseModel, ValidationError
 from gate.core.errors import GateError
 
 M = TypeVar("M", bound=BaseModel)
+
+
+class OtherSchemaVersion(GateError):
+    """A file of the right kind written by a gate of another schema version: refused as
+    such; a cache may take it as a miss, a stored file is the user's to migrate."""
 MAX_PROBLEMS_SHOWN = 8
 PLAIN_KEY = re.compile(r"[A-Za-z0-9_.+-]{1,80}")
 
@@ -85,12 +91,39 @@ def read_text(path: Path, what: str) -> str:
 
 def load_json_model(model: type[M], path: Path, what: str) -> M:
     """Read the JSON file at `path` into `model`. A missing, unreadable or malformed file is
-    a GateError that names the file, what it should have been, and the problems."""
+    a GateError that names the file, what it should have been, and the problems; a file of
+    another `schema_version` than the model's is refused as such, before its keys are judged
+    (a newer gate's file would otherwise read as a list of unknown keys). Every JSON kind of
+    file the gate reads comes through here (ARCHITECTURE.md, "The files between stages")."""
     text = read_text(path, what)
     try:
-        return model.model_validate_json(text)
+        record = model.model_validate_json(text)
     except ValidationError as exc:
+        _refuse_other_version(model, _peek_version(text), path, what)
         raise invalid(f"{what} {path}", exc) from None
+    _refuse_other_version(model, getattr(record, "schema_version", None), path, what)
+    return record
+
+
+def schema_version_of(model: type[BaseModel]) -> int | None:
+    """The version a model's files carry (its schema_version field's default), if any."""
+    field = model.model_fields.get("schema_version")
+    return field.default if field is not None and isinstance(field.default, int) else None
+
+
+def _peek_version(text: str) -> object:
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    return data.get("schema_version") if isinstance(data, dict) else None
+
+
+def _refuse_other_version(model: type[BaseModel], found: object, path: Path, what: str) -> None:
+    expected = schema_version_of(model)
+    if expected is not None and found is not None and found != expected:
+        raise OtherSchemaVersion(f"{what} {path} has schema v{found}; this gate reads "
+                                 f"v{expected}")
 
 
 def load_yaml_mapping(path: Path, what: str) -> dict[str, Any]:

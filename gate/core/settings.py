@@ -63,7 +63,7 @@ class Settings(BaseModel):
         DEFAULT_TORCH_INDEX, description="GATE_TORCH_INDEX: the extra index a CPU release's "
         "+cpu torch is installed from when pip's own sources lack it",
     )
-    # What the shipped GPU workflows switch off (docs/action.md, "Running on a public
+    # What the shipped GPU workflows switch off (docs/security.md, "Running on a public
     # repository"): a plan file from the workspace, and calibrations from the cache folder.
     builtin_plans_only: bool = Field(
         False, description="GATE_BUILTIN_PLANS_ONLY: --plan takes a built-in plan's name only")

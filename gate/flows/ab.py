@@ -46,7 +46,7 @@ from gate.flows.diff_artifacts import ProfilePair, write_diff
 from gate.judge.ab_design import design_ab
 from gate.judge.compare import ABReference, compare_results
 from gate.judge.noise import CalibrationCost, Noise, noise_dirs, noise_for, runner_key
-from gate.judge.sizing import Cost
+from gate.judge.sizing import RunnerCost
 from gate.judge.verdict import Outcome, Verdict
 from gate.measure.measured_build import (
     Launch,
@@ -128,6 +128,7 @@ class ABResult:
     head: Results
     design: FixedDesign
     profile: ProfileDiff | None = None
+    state: ABState | None = None  # the test as saved in ab-state.json: rounds, finished
 
 
 class SideError(MeasurementError):
@@ -457,7 +458,7 @@ def _finish(abrun: ABRun, state: ABState, *, measure: bool = True) -> ABResult:
         "runner_seconds": _runner_seconds(results, time.monotonic() - abrun.started,
                                           abrun.profiler)})
     return ABResult(verdict, results["base"], results["head"], abrun.design,
-                    abrun.profiler.diff)
+                    abrun.profiler.diff, state=state)
 
 
 def _finished(abrun: ABRun, verdict: Verdict) -> bool:
@@ -649,7 +650,7 @@ def _measured_block_s(abrun: ABRun) -> float | None:
     cost = abrun.cost()
     if cost is None:
         return None
-    return Cost(cost.pair_s, cost.round_s, abrun.plan.ab.servers == "per_round").block_s(
+    return RunnerCost(cost.pair_s, cost.round_s, abrun.plan.ab.servers == "per_round").block_s(
         abrun.plan.ab.rounds_per_block)
 
 

@@ -29,7 +29,6 @@ from gate.core.progress import Progress
 from gate.evidence.bisect_record import Measured
 from gate.evidence.bisection import deciding_effect
 from gate.flows import ab
-from gate.flows.ab_state import STATE_FILE, load_state
 from gate.judge.ab_design import Uncalibrated
 from gate.judge.verdict import Outcome, Verdict
 from gate.plan.spec import Plan
@@ -60,7 +59,7 @@ class ABSettings:
 
 
 @dataclass(frozen=True)
-class ABRun:
+class ABOutcome:
     """One A/B's outcome for the bisect. `verdict` None: screened, no gross slowdown."""
 
     verdict: Verdict | None
@@ -85,7 +84,7 @@ class ABRunner:
     double that decides by what the build imports)."""
 
     def run(self, settings: ABSettings, base: BuildUnderTest, head: BuildUnderTest,
-            out: Path) -> ABRun:
+            out: Path) -> ABOutcome:
         options = ab.ABOptions(
             plan=settings.plan, base=ab.Build("base", base.python, base.env),
             head=ab.Build("head", head.python, head.env), out=out,
@@ -94,35 +93,34 @@ class ABRunner:
             progress=settings.progress, profiling=settings.profiling, screen=True)
         return _call(lambda: ab.ab(options), out)
 
-    def resume(self, settings: ABSettings, out: Path, budget_minutes: float | None) -> ABRun:
+    def resume(self, settings: ABSettings, out: Path, budget_minutes: float | None) -> ABOutcome:
         options = ab.ResumeOptions(out=out, cache_dir=settings.cache_dir,
                                    budget_minutes=budget_minutes, progress=settings.progress,
                                    profiling=settings.profiling)
         return _call(lambda: ab.resume(options), out)
 
 
-def _call(start, out: Path) -> ABRun:
+def _call(start, out: Path) -> ABOutcome:
     began = time.monotonic()
     try:
         result = start()
     except Uncalibrated as exc:  # a runner that must be calibrated first (screen=False)
-        return ABRun(None, None, time.monotonic() - began, screened=str(exc))
+        return ABOutcome(None, None, time.monotonic() - began, screened=str(exc))
     write_atomic(out / "verdict.json", result.verdict.model_dump_json(indent=1))
     if result.verdict.outcome == Outcome.UNDECIDED:  # one screening block, no gross slowdown
-        return ABRun(None, None, time.monotonic() - began,
-                     screened=result.verdict.headline.removeprefix("UNDECIDED: "),
-                     screened_rounds=result.verdict.rounds or 0)
-    state = out / STATE_FILE
-    if result.verdict.outcome == Outcome.INCONCLUSIVE and state.is_file():
-        recorded = load_state(state)
-        if recorded.finished and not recorded.calibrations and \
-                recorded.design.max_rounds <= recorded.design.rounds_per_block:
-            return ABRun(None, None, time.monotonic() - began, screened=ONE_BLOCK,
+        return ABOutcome(None, None, time.monotonic() - began,
+                         screened=result.verdict.headline.removeprefix("UNDECIDED: "),
+                         screened_rounds=result.verdict.rounds or 0)
+    recorded = result.state  # the test as the A/B left it (not read back from its folder)
+    if (result.verdict.outcome == Outcome.INCONCLUSIVE and recorded is not None
+            and recorded.finished and not recorded.calibrations
+            and recorded.design.max_rounds <= recorded.design.rounds_per_block):
+        return ABOutcome(None, None, time.monotonic() - began, screened=ONE_BLOCK,
                          screened_rounds=recorded.rounds_done)
-    return ABRun(result.verdict, out / "profile-diff" if result.profile is not None else None,
-                 time.monotonic() - began,
-                 [e for e in result.verdict.errors if e.startswith("base")],
-                 finished=load_state(state).finished if state.is_file() else True)
+    return ABOutcome(result.verdict, out / "profile-diff" if result.profile is not None else None,
+                     time.monotonic() - began,
+                     [e for e in result.verdict.errors if e.startswith("base")],
+                     finished=recorded.finished if recorded is not None else True)
 
 
 ONE_BLOCK = ("no calibration of this runner and a design of one block: only its look for gross "
@@ -136,7 +134,7 @@ class ReferenceBroken(MeasurementError):
 def decide(settings: ABSettings, base: BuildUnderTest, head: BuildUnderTest, folder: Path,
            runner: ABRunner) -> Measured:
     """A/B `head` against `base` until decided, within the step's budget and attempts."""
-    runs: list[tuple[Path, ABRun]] = []
+    runs: list[tuple[Path, ABOutcome]] = []
     started = time.monotonic()
     while True:
         spent = time.monotonic() - started
@@ -155,7 +153,7 @@ def decide(settings: ABSettings, base: BuildUnderTest, head: BuildUnderTest, fol
     return _measured(runs, time.monotonic() - started)
 
 
-def _measured(runs: list[tuple[Path, ABRun]], seconds: float) -> Measured:
+def _measured(runs: list[tuple[Path, ABOutcome]], seconds: float) -> Measured:
     out, last = runs[-1]
     last_per_test = {path: run for path, run in runs}  # a resumed test counts its rounds once
     return Measured(
@@ -183,7 +181,7 @@ def _plan_within(settings: ABSettings, spent_s: float) -> Plan:
     return settings.plan.model_copy(update={"ab": ab_spec})
 
 
-def _again(settings: ABSettings, runs: list[tuple[Path, ABRun]], spent_s: float) -> bool:
+def _again(settings: ABSettings, runs: list[tuple[Path, ABOutcome]], spent_s: float) -> bool:
     last = runs[-1][1]
     if last.outcome != Outcome.INCONCLUSIVE or len(runs) >= settings.max_attempts:
         return False
@@ -192,7 +190,7 @@ def _again(settings: ABSettings, runs: list[tuple[Path, ABRun]], spent_s: float)
     return spent_s + last.seconds <= settings.step_budget_minutes * 60
 
 
-def _reason(run: ABRun) -> str:
+def _reason(run: ABOutcome) -> str:
     if run.screened:
         return "screened, no gross slowdown: " + run.screened.splitlines()[0]
     verdict = run.verdict

@@ -1,5 +1,5 @@
 """`gate trust check-runner`: is this runner fresh and isolated, and the job's caches its own
-(gate.runner.isolation; docs/action.md, "Provisioning a GPU runner").
+(gate.runner.isolation; docs/security.md, "Provisioning a GPU runner").
 
 The GPU jobs run it first, before anything is installed and before any code under test, as
 `/usr/bin/python3 -I -S .gate/scripts/check_runner.py` from the gate checked out at its pinned
@@ -82,7 +82,7 @@ def check_runner(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         print(f"gate trust: refused: {problem}", file=sys.stderr)
     if problems:
         raise GateError(f"this runner is not fit to run a job's code ({len(problems)} "
-                        "problem(s) above); see docs/action.md, 'Provisioning a GPU runner'",
+                        "problem(s) above); see docs/security.md, 'Provisioning a GPU runner'",
                         exit_code=EXIT_FAIL)
     caches = isolation.prepare_job_caches(job_cache, args.model_cache)
     write_outputs(Path(environ["GITHUB_ENV"]), caches.env)

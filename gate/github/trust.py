@@ -128,7 +128,7 @@ def check_environment(client: GitHubClient, name: str) -> EnvironmentReview:
             raise TrustError(
                 f"environment {name!r} does not exist (or this token cannot see it): a job "
                 "that names it would create it without reviewers and run at once. Create it "
-                "with required reviewers (docs/action.md, 'Running on a public repository')"
+                "with required reviewers (docs/security.md, 'Running on a public repository')"
             ) from None
         raise UnknownTrust(
             f"cannot read environment {name!r} ({exc}); the job's token needs "

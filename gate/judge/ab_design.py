@@ -22,8 +22,14 @@ from gate.core.errors import CannotDecide
 from gate.judge import sequential as seq
 from gate.judge.checks import planned_slots
 from gate.judge.noise import ENOUGH_BLOCK_DF, CalibrationDesign, Noise
-from gate.judge.reach import LONGEST_BLOCKS, MAX_FACTOR, Check, longer_design, looser_thresholds
-from gate.judge.sizing import AA_DECIDED_GOAL, MISS_GOAL, Cost, Sizing, size
+from gate.judge.reach import (
+    LONGEST_BLOCKS,
+    MAX_FACTOR,
+    SizedCheck,
+    longer_design,
+    looser_thresholds,
+)
+from gate.judge.sizing import AA_DECIDED_GOAL, MISS_GOAL, RunnerCost, Sizing, size
 from gate.plan.spec import Plan
 from gate.plan.thresholds import Thresholds
 
@@ -102,7 +108,7 @@ def design_ab(plan: Plan, thresholds: Thresholds, noise: Noise, *,
         raise CannotDecide(f"plan {plan.name!r} judges no check in an A/B: nothing to decide")
     largest = design_blocks(plan)
     per_round = plan.ab.servers == "per_round"
-    checks: list[Check] = []
+    checks: list[SizedCheck] = []
     missing = []
     for slot in slots:
         threshold = slot.threshold(thresholds)
@@ -112,7 +118,7 @@ def design_ab(plan: Plan, thresholds: Thresholds, noise: Noise, *,
         if prior is None or spread is None:
             missing.append(slot.name)
             continue
-        checks.append(Check(seq.CheckSpec(slot.name, threshold, slot.metric.direction, prior),
+        checks.append(SizedCheck(seq.CheckSpec(slot.name, threshold, slot.metric.direction, prior),
                             spread, slot.metric.threshold_field))
     names = tuple(slot.name for slot in slots)
     cost = noise.cost(calibrated)
@@ -156,7 +162,7 @@ def _uncalibrated(plan: Plan, noise: Noise, missing: list[str]) -> str:
         "its own blocks")
 
 
-def _short(plan: Plan, checks: list[Check], sizing: Sizing, cost: Cost, largest: int) -> str:
+def _short(plan: Plan, checks: list[SizedCheck], sizing: Sizing, cost: RunnerCost, largest: int) -> str:
     """What the calibration predicts when the plan's blocks miss the goals, and what would
     meet them; empty when they are met."""
     if sizing.reachable:
@@ -174,7 +180,7 @@ def _short(plan: Plan, checks: list[Check], sizing: Sizing, cost: Cost, largest:
     return text + what_would_decide(plan, checks, cost, largest)
 
 
-def what_would_decide(plan: Plan, checks: list[Check], cost: Cost, largest: int) -> str:
+def what_would_decide(plan: Plan, checks: list[SizedCheck], cost: RunnerCost, largest: int) -> str:
     """The design that would meet the goals at the plan's thresholds here, and the thresholds
     this runner meets them for within `largest` blocks (gate.judge.reach), as flags of
     `gate ab`."""

@@ -51,10 +51,10 @@ from scipy import special
 from gate import __version__
 from gate.core.errors import GateError, MeasurementError
 from gate.core.files import load_yaml_mapping, validate
-from gate.core.store import StrictModel, dump_record, record_files, slug, today, write_record
+from gate.core.store import StrictModel, record_files, slug, today, write_record
 from gate.judge.noise_guard import newest_first, run_day
 from gate.judge.sequential import Prior, RoundPair, ucb_factor, whole_blocks
-from gate.judge.sizing import Cost, Spread
+from gate.judge.sizing import RunnerCost, Spread
 from gate.runner.fingerprint import Fingerprint
 
 NOISE_SCHEMA_VERSION = 3
@@ -298,11 +298,11 @@ class Noise:
         return p.prior(f"calibration: {p.blocks} blocks of {design.rounds_per_block} rounds "
                        f"from {p.runs} run(s) ({self.description})", rounds_per_block)
 
-    def cost(self, design: CalibrationDesign) -> Cost | None:
+    def cost(self, design: CalibrationDesign) -> RunnerCost | None:
         """The newest measured cost of this design's parts."""
         for run in self.runs():
             if run.cost and run.design.servers == design.servers:
-                return Cost(run.cost.pair_s, run.cost.round_s, design.servers == "per_round")
+                return RunnerCost(run.cost.pair_s, run.cost.round_s, design.servers == "per_round")
         return None
 
 
@@ -591,10 +591,6 @@ def noise_for(directories: Sequence[str | Path], plan: str, plan_hash: str, fp: 
 
 def calibration_filename(identity: CalibrationKey) -> str:
     return f"{slug(identity.plan)}--{slug(identity.runner_key)}.yaml"
-
-
-def dump_calibration(calibration: NoiseCalibration) -> str:
-    return dump_record(calibration)
 
 
 def _same_key_file(directory: Path, key: CalibrationKey) -> Path | None:

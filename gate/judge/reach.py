@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from gate.judge import sequential as seq
-from gate.judge.sizing import AA_DECIDED_GOAL, MISS_GOAL, Cost, Sizing, Spread, size
+from gate.judge.sizing import AA_DECIDED_GOAL, MISS_GOAL, RunnerCost, Sizing, Spread, size
 
 # The longest design an answer proposes: 60 blocks of 2 rounds on a 2-core runner are about
 # five runner hours, past any CI job's patience, so nothing longer is worth naming.
@@ -26,7 +26,7 @@ MAX_FACTOR = 3.0  # no threshold is proposed at more than three times the plan's
 
 
 @dataclass(frozen=True)
-class Check:
+class SizedCheck:
     """One sized check, with the threshold field (gate.plan.thresholds) that sets it."""
 
     spec: seq.CheckSpec
@@ -45,7 +45,7 @@ class Looser:
         return " ".join(f"--threshold {k}={v:g}" for k, v in sorted(self.thresholds.items()))
 
 
-def longer_design(checks: Sequence[Check], rounds_per_block: int, cost: Cost,
+def longer_design(checks: Sequence[SizedCheck], rounds_per_block: int, cost: RunnerCost,
                   longest: int = LONGEST_BLOCKS) -> Sizing | None:
     """The shortest design up to `longest` blocks that meets the goals at the plan's
     thresholds, or None."""
@@ -54,7 +54,7 @@ def longer_design(checks: Sequence[Check], rounds_per_block: int, cost: Cost,
     return sizing if sizing.reachable else None
 
 
-def looser_thresholds(checks: Sequence[Check], rounds_per_block: int, cost: Cost,
+def looser_thresholds(checks: Sequence[SizedCheck], rounds_per_block: int, cost: RunnerCost,
                       max_blocks: int) -> Looser | None:
     """The smallest raise (greedy, in STEP_PCT steps) of the thresholds that lets a design of
     at most `max_blocks` meet the goals, or None when one would pass MAX_FACTOR first."""

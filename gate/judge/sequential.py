@@ -63,7 +63,7 @@ from scipy import special
 
 from gate.judge.checks import HIGHER, LOWER, Direction
 from gate.judge.levels import FIRST_LOOK, LOOK_HORIZON, look_levels
-from gate.judge.verdict import Outcome, worst
+from gate.judge.verdict import Outcome
 
 __all__ = ["FIRST_LOOK", "LOOK_HORIZON"]  # re-exported: the design's limits
 
@@ -611,27 +611,6 @@ def _shown(center: float, var: float, df: float, sign: float) -> Interval | None
     if sign < 0:
         center, lo, hi = -center, -hi, -lo
     return Interval(_to_pct(center), _to_pct(lo), _to_pct(hi))
-
-
-class Action(NamedTuple):
-    stop: bool
-    outcome: Outcome  # overall: final when stop, provisional otherwise
-    reason: str
-
-
-def next_action(results: Sequence[CheckResult], rounds: int, design: Design) -> Action:
-    """Stop or measure another round, and why (the budget is the flow's to check)."""
-    outcome = worst([r.outcome for r in results])
-    undecided = [r.spec.name for r in results if r.outcome == Outcome.INCONCLUSIVE]
-    if outcome == Outcome.FAIL:
-        failed = ", ".join(r.spec.name for r in results if r.outcome == Outcome.FAIL)
-        return Action(True, outcome, f"failed: {failed}")
-    if not undecided:
-        return Action(True, outcome, "every check decided")
-    if rounds >= design.max_rounds:
-        return Action(True, outcome, f"the design's {design.max_rounds} rounds are done; "
-                      f"undecided: {', '.join(undecided)}")
-    return Action(False, outcome, f"undecided: {', '.join(undecided)}")
 
 
 # ---------------------------------------------------------------- intervals of the other modes

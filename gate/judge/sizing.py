@@ -45,7 +45,7 @@ class Spread:
 
 
 @dataclass(frozen=True)
-class Cost:
+class RunnerCost:
     """Runner seconds of an A/B's parts, both builds together."""
 
     pair_s: float  # start, warm up and stop both builds' servers once
@@ -185,7 +185,7 @@ def verdicts(runs: Runs, max_rounds: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def size(specs: Sequence[seq.CheckSpec], spreads: Sequence[Spread], rounds_per_block: int,
-         cost: Cost, *, paths: int = PATHS, max_blocks: int = MAX_BLOCKS) -> Sizing:
+         cost: RunnerCost, *, paths: int = PATHS, max_blocks: int = MAX_BLOCKS) -> Sizing:
     """The shortest design (blocks) that meets the goals at this noise, or the longest one
     considered, marked unreachable (seeded: the same noise sizes the same design)."""
     if not specs:
@@ -207,7 +207,7 @@ def size(specs: Sequence[seq.CheckSpec], spreads: Sequence[Spread], rounds_per_b
 
 
 def _rates(zero: Runs, at_threshold: Runs, at_theta1: list[Runs], design: seq.Design,
-           cost: Cost) -> Sizing:
+           cost: RunnerCost) -> Sizing:
     rounds = design.max_rounds
     verdict, used = verdicts(zero, rounds)
     misses, regression_rounds = [], []

@@ -292,39 +292,6 @@ class CellIndex:
         return sorted({c.concurrency for c in self.cells_of(phase, arm)})
 
 
-def merge_results(first: Results, second: Results) -> Results:
-    """Pool a second run's repeats into the first run's (second's repeats renumbered to
-    follow first's), so the verdict can be recomputed on more repeats."""
-    if first.plan_hash != second.plan_hash:
-        raise GateError(f"cannot pool runs of different plans ({first.plan_hash} vs {second.plan_hash})")
-    if first.fingerprint.hardware_key != second.fingerprint.hardware_key:
-        raise GateError(
-            f"cannot pool runs on different hardware ({first.fingerprint.hardware_key!r} vs "
-            f"{second.fingerprint.hardware_key!r})"
-        )
-    offset = 1 + max([c.repeat for c in first.cells] + [r.repeat for r in first.records] + [-1])
-    cells = [c.model_copy(update={"repeat": c.repeat + offset}) for c in second.cells]
-    ratios = [r.model_copy(update={"repeat": r.repeat + offset}) for r in second.ratios]
-    records = [r.model_copy(update={"repeat": r.repeat + offset}) for r in second.records]
-    status = "complete" if first.status == second.status == "complete" else "error"
-    repeats = len({c.repeat for c in first.cells} | {c.repeat for c in cells}) or first.plan.repeats
-    # Pooled runs spent the sum of their times in each stage.
-    timings = dict(first.timings_s)
-    for key, value in second.timings_s.items():
-        timings[key] = timings.get(key, 0.0) + value
-    return first.model_copy(
-        update={
-            "plan": first.plan.model_copy(update={"repeats": repeats}),
-            "status": status,
-            "errors": first.errors + [f"pooled run: {e}" for e in second.errors],
-            "timings_s": timings,
-            "cells": first.cells + cells,
-            "ratios": first.ratios + ratios,
-            "records": first.records + records,
-        }
-    )
-
-
 def save_results(results: Results, path: Path) -> None:
     write_atomic(path, results.model_dump_json(indent=1))
 
@@ -337,9 +304,4 @@ def results_path(ref: str | Path) -> Path:
 
 def load_results(path: str | Path) -> Results:
     path = results_path(path)
-    results = load_json_model(Results, path, f"results file (schema v{RESULTS_SCHEMA_VERSION})")
-    if results.schema_version != RESULTS_SCHEMA_VERSION:
-        raise GateError(
-            f"{path} has results schema v{results.schema_version}; this gate reads v{RESULTS_SCHEMA_VERSION}"
-        )
-    return results
+    return load_json_model(Results, path, "results file")

@@ -1,7 +1,7 @@
 """What a plan costs on its runner, computed from the plan itself: its cells, its warm-up, its
 A/B mode, and what it expects (`workload.expected`: the seconds a guided request spends in the
 server at the plan's top concurrency, R, and the start of one server, S). The figures of
-docs/action.md#tiers-and-runner-time come from here (a test keeps them equal).
+docs/runner-time.md#tiers-and-runner-time come from here (a test keeps them equal).
 
 Every request is taken to last R, which is the request time at the highest concurrency: at lower
 concurrency requests finish sooner, so each figure is an upper bound. Doctor and shutdown
@@ -31,7 +31,7 @@ class BuildRound:
 
 
 @dataclass(frozen=True)
-class Cost:
+class Estimate:
     request_s: float
     startup_s: float
     build: BuildRound
@@ -76,11 +76,11 @@ def build_round(plan: Plan, request_s: float) -> BuildRound:
     return BuildRound(warmup, drain, sweep)
 
 
-def estimate(plan: Plan) -> Cost:
+def estimate(plan: Plan) -> Estimate:
     """The plan's cost from its own expectations; a GateError when it states none."""
     expected = plan.workload.expected
     if expected.request_s is None or expected.startup_s is None:
         raise GateError(f"plan {plan.name!r} states no workload.expected.request_s and "
                         "startup_s: its runner time cannot be computed")
-    return Cost(expected.request_s, expected.startup_s, build_round(plan, expected.request_s),
+    return Estimate(expected.request_s, expected.startup_s, build_round(plan, expected.request_s),
                 plan.ab.servers)

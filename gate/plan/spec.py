@@ -111,7 +111,7 @@ class Expected(StrictModel):
     """What a healthy run of the plan measures on its hardware class: expectations, not
     settings (outside the plan's hash). The run warns when its guided outputs fall far short
     of `output_tokens` (the workload did not have its intended shape), and the runner-time
-    estimates (gate.plan.cost, docs/action.md#tiers-and-runner-time) rest on `request_s`."""
+    estimates (gate.plan.cost, docs/runner-time.md#tiers-and-runner-time) rest on `request_s`."""
 
     output_tokens: int | None = Field(
         None, ge=1, description="mean output tokens of a guided request, with the plan's model")

@@ -1,7 +1,7 @@
 """profile-diff.json, the file `gate profile diff` writes: its models and how it is read and
 written. The method behind the figures is in gate/profile/diff.py; this module needs only
 pydantic, so the comment poster can validate a profile diff without numpy
-(docs/action.md, "Hash-pinned installs in the token jobs")."""
+(docs/security.md, "Hash-pinned installs in the token jobs")."""
 
 from __future__ import annotations
 

@@ -49,7 +49,7 @@ def row(m: Measured) -> dict:
 
 
 @dataclass(frozen=True)
-class HunkView:
+class BisectHunk:
     path: str
     where: Markup
     section: str
@@ -58,9 +58,9 @@ class HunkView:
     cut: int
 
 
-def hunk_view(h: Hunk) -> HunkView:
+def hunk_view(h: Hunk) -> BisectHunk:
     text, cut = truncate_lines(h.text, MAX_HUNK_CHARS)
-    return HunkView(h.path, Markup(f":{h.new_start}" if h.new_start else ""), h.section,
+    return BisectHunk(h.path, Markup(f":{h.new_start}" if h.new_start else ""), h.section,
                     h.evidence, text, cut)
 
 

@@ -7,7 +7,7 @@ A self-hosted runner that ran an earlier job may carry what that job left: files
 patched toolchain, configuration that later jobs' git and pip obey, and caches that later jobs
 execute (a torch.compile / Inductor / Triton cache entry is code; the nightly job on the
 default branch would run it). Nothing inside a job can prove the past by itself, so the proof
-is split (docs/action.md, "Provisioning a GPU runner"):
+is split (docs/security.md, "Provisioning a GPU runner"):
 
 - the provisioning, as root, writes a marker for this boot and this runner registration
   (ephemeral, just-in-time: GitHub gives it one job), in a root-owned folder the runner user
@@ -243,7 +243,7 @@ def metadata_problems(endpoints: Iterable[str], timeout_s: float = 1.0) -> list[
         try:
             with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
                 problems.append(f"the instance metadata service at {endpoint} answers: block it "
-                                "for the runner user (docs/action.md, 'Provisioning a GPU runner')")
+                                "for the runner user (docs/security.md, 'Provisioning a GPU runner')")
         except (OSError, ValueError):
             continue  # refused, unreachable or timed out: blocked
     return problems

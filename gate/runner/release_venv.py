@@ -43,7 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gate.core.child_env import code_under_test_env
 from gate.core.errors import GateError
-from gate.core.files import load_json_model, write_atomic
+from gate.core.files import OtherSchemaVersion, load_json_model, write_atomic
 from gate.core.settings import DEFAULT_TORCH_INDEX
 from gate.runner.install import Step, run_step
 
@@ -126,10 +126,11 @@ def ready(folder: Path) -> ReadyMarker | None:
     path = folder / READY_FILE
     if not path.is_file():
         return None
-    marker = load_json_model(ReadyMarker, path, "build marker")
-    if marker.schema_version != READY_SCHEMA_VERSION or not Path(marker.python).is_file():
+    try:
+        marker = load_json_model(ReadyMarker, path, "build marker")
+    except OtherSchemaVersion:  # made by another gate: made again
         return None
-    return marker
+    return marker if Path(marker.python).is_file() else None
 
 
 def ensure_installed(release: Release, *, cache_dir: Path, base_python: str = sys.executable,

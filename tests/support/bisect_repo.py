@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gate.flows.bisect_ab import ABRun, ABSettings, BuildUnderTest
+from gate.flows.bisect_ab import ABOutcome, ABSettings, BuildUnderTest
 from gate.judge.verdict import Outcome, Verdict
 from gate.profile.diff_file import (
     Change,
@@ -126,16 +126,16 @@ class FakeAB:
     profiling: list[str] = field(default_factory=list)  # each new A/B's profiling policy
 
     def run(self, settings: ABSettings, base: BuildUnderTest, head: BuildUnderTest,
-            out: Path) -> ABRun:
+            out: Path) -> ABOutcome:
         self.sides[out] = (base, head)
         self.profiling.append(settings.profiling.policy)
         return self._measure(base, head, out)
 
-    def resume(self, settings: ABSettings, out: Path, budget_minutes: float | None) -> ABRun:
+    def resume(self, settings: ABSettings, out: Path, budget_minutes: float | None) -> ABOutcome:
         self.resumed.append(out)
         return self._measure(*self.sides[out], out)
 
-    def _measure(self, base: BuildUnderTest, head: BuildUnderTest, out: Path) -> ABRun:
+    def _measure(self, base: BuildUnderTest, head: BuildUnderTest, out: Path) -> ABOutcome:
         if self.stop_after is not None and len(self.calls) >= self.stop_after:
             raise KeyboardInterrupt
         slow = slow_ms_of(head, self.installed)
@@ -146,14 +146,14 @@ class FakeAB:
         else:
             outcome = Outcome.FAIL if slow > slow_ms_of(base, self.installed) else Outcome.PASS
         if self.screening and outcome != Outcome.FAIL:
-            return ABRun(None, None, 60.0, screened="screened one block: no gross slowdown")
+            return ABOutcome(None, None, 60.0, screened="screened one block: no gross slowdown")
         delta = -45.0 if outcome == Outcome.FAIL else 1.0
         diff = None
         if self.blame and outcome == Outcome.FAIL:
             diff = out / "profile-diff"
             save_profile_diff(profile_diff_naming(self.blame), diff / "profile-diff.json")
         finished = not (self.unfinished and outcome == Outcome.INCONCLUSIVE)
-        return ABRun(verdict_for(outcome, delta), diff, 60.0, list(self.base_errors),
+        return ABOutcome(verdict_for(outcome, delta), diff, 60.0, list(self.base_errors),
                      finished=finished)
 
 

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict
 from gate.core.errors import GateError
 from gate.core.files import (
     MAX_PROBLEMS_SHOWN,
+    OtherSchemaVersion,
     load_json_model,
     load_yaml_mapping,
     load_yaml_model,
@@ -153,3 +154,23 @@ def test_a_key_the_files_author_chose_is_shown_quoted_on_one_line():
     message = str(err.value)
     assert message.count("\n") == 1  # the heading and one problem line
     assert "'x\\n\\u3000::add-mask::secret ##[error]y': unknown key" in message
+
+
+class Versioned(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    schema_version: int = 2
+    port: int
+
+
+@pytest.mark.parametrize("text", [
+    '{"schema_version": 3, "port": 1}',  # a newer gate's file that would validate
+    '{"schema_version": 3, "port": 1, "added_later": true}',  # one whose new keys would not
+])
+def test_a_file_of_another_schema_version_is_refused_as_such(tmp_path, text):
+    path = tmp_path / "thing.json"
+    path.write_text(text)
+    with pytest.raises(OtherSchemaVersion, match=r"thing file .*thing.json has schema v3; "
+                                                 r"this gate reads v2$"):
+        load_json_model(Versioned, path, "thing file")
+    path.write_text('{"schema_version": 2, "port": 1}')
+    assert load_json_model(Versioned, path, "thing file").port == 1

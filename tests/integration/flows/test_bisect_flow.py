@@ -235,12 +235,13 @@ def test_a_screened_step_counts_the_rounds_its_block_measured(tmp_path):
     0 rounds, and the verdict is kept in the step's folder."""
     from types import SimpleNamespace
 
-    from gate.flows.bisect_ab import ABRun, _call
+    from gate.flows.bisect_ab import ABOutcome, _call
     from gate.judge.verdict import Outcome, Verdict, load_verdict
 
     verdict = Verdict(outcome=Outcome.UNDECIDED, mode="ab", rounds=2,
                       headline="UNDECIDED: screened one block: no gross slowdown")
-    run: ABRun = _call(lambda: SimpleNamespace(verdict=verdict, profile=None), tmp_path)
+    run: ABOutcome = _call(lambda: SimpleNamespace(verdict=verdict, profile=None, state=None),
+                          tmp_path)
     assert run.verdict is None and run.screened.startswith("screened one block")
     assert run.rounds == 2
     assert load_verdict(tmp_path / "verdict.json").outcome == Outcome.UNDECIDED

@@ -52,7 +52,7 @@ def test_the_script_refuses_an_unproven_runner_and_exports_nothing(tmp_path):
     first = "the job runs as uid 0" if os.getuid() == 0 else "no runner marker at"
     assert f"gate trust: refused: {first}" in proc.stderr
     assert "no Runner.Worker process above this one" in proc.stderr
-    assert proc.stderr.rstrip().endswith("see docs/action.md, 'Provisioning a GPU runner'")
+    assert proc.stderr.rstrip().endswith("see docs/security.md, 'Provisioning a GPU runner'")
     assert "Traceback" not in proc.stderr
     assert (tmp_path / "env").read_text() == ""
     assert not (tmp_path / "temp" / runner_check.JOB_CACHE).exists()

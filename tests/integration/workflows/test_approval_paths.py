@@ -1,5 +1,5 @@
 """Who may send a commit to a GPU runner, with the shipped workflows' own scripts run like the
-runner runs them and `gate trust` against the fake GitHub server (docs/action.md, "How
+runner runs them and `gate trust` against the fake GitHub server (docs/security.md, "How
 approval flows"):
 
 - a bot's branch of the repository (Dependabot, an app) or a bot's push to a person's branch

@@ -1,5 +1,5 @@
 """The jobs that hold a GitHub token install the gate from a hash-pinned lock and run only what
-that lock provides (issue 16, item 5; docs/action.md, "Hash-pinned installs in the token jobs"):
+that lock provides (issue 16, item 5; docs/security.md, "Hash-pinned installs in the token jobs"):
 
 - requirements/poster.txt and nightly-update.txt pin every distribution with its hashes and
   cover the build backend (the gate goes in with --no-deps --no-build-isolation);

@@ -32,7 +32,7 @@ from gate.judge.compare import (
 )
 from gate.judge.noise import Noise
 from gate.judge.verdict import Outcome, Verdict, load_verdict
-from gate.measure.results import merge_results, save_results
+from gate.measure.results import save_results
 from gate.plan.thresholds import Thresholds
 
 T = Thresholds()
@@ -257,22 +257,6 @@ def test_explicit_baseline_mismatch_is_error_naming_difference():
 
 
 # ---------------------------------------------------------------- confirm / merge
-
-
-def test_merge_results_pools_repeats():
-    first = drain_results([200.0, 205.0])
-    second = drain_results([210.0, 198.0])
-    merged = merge_results(first, second)
-    assert sorted(c.repeat for c in merged.cells) == [0, 1, 2, 3]
-    assert merged.plan.repeats == 4 and merged.plan_hash == first.plan_hash
-    assert results_figures(merged)[0]["drain.req_per_min"] == [200.0, 205.0, 210.0, 198.0]
-    v = ab(merged, drain_results([233.0, 232.0, 231.0, 234.0]))
-    assert check(v, "drain.req_per_min").head_n == 4
-
-
-def test_merge_refuses_other_plan():
-    with pytest.raises(GateError, match="different plans"):
-        merge_results(drain_results([200.0]), drain_results([200.0], plan=gpu_plan(max_num_seqs=8)))
 
 
 # ---------------------------------------------------------------- thresholds, verdict file

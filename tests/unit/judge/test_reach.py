@@ -17,8 +17,8 @@ from support.calibrations import (
 
 from gate.judge.ab_design import design_ab
 from gate.judge.noise import Noise
-from gate.judge.reach import MAX_FACTOR, Check, longer_design, looser_thresholds
-from gate.judge.sizing import Cost, size
+from gate.judge.reach import MAX_FACTOR, SizedCheck, longer_design, looser_thresholds
+from gate.judge.sizing import RunnerCost, size
 from gate.plan.spec import apply_overrides
 
 
@@ -73,16 +73,16 @@ def test_the_looser_thresholds_it_names_decide_within_the_plans_blocks(advice):
 
 def test_the_search_raises_the_loudest_check_by_whole_steps_only_as_far_as_needed():
     specs, spreads = specs_and_spreads(0.04, 0.04, k=2)
-    checks = [Check(specs[0], spreads[0], "loud_pct"),
-              Check(specs[1], spreads[1], "other_pct")]
+    checks = [SizedCheck(specs[0], spreads[0], "loud_pct"),
+              SizedCheck(specs[1], spreads[1], "other_pct")]
     quiet_specs, quiet_spreads = specs_and_spreads(0.005, 0.01, k=1)
-    checks[1] = Check(quiet_specs[0], quiet_spreads[0], "other_pct")
-    cost = Cost(70.0, 65.0)
+    checks[1] = SizedCheck(quiet_specs[0], quiet_spreads[0], "other_pct")
+    cost = RunnerCost(70.0, 65.0)
     looser = looser_thresholds(checks, 2, cost, max_blocks=8)
     assert looser is not None and set(looser.thresholds) == {"loud_pct"}
     assert looser.thresholds["loud_pct"] % 5 == 0 and looser.sizing.reachable
     one_step_less = looser.thresholds["loud_pct"] - 5
-    tighter = [Check(specs[0].__class__(**{**specs[0].__dict__, "threshold_pct": one_step_less}),
+    tighter = [SizedCheck(specs[0].__class__(**{**specs[0].__dict__, "threshold_pct": one_step_less}),
                      spreads[0], "loud_pct"), checks[1]]
     assert not size([c.spec for c in tighter], [c.spread for c in tighter], 2, cost,
                     max_blocks=8).reachable
@@ -90,6 +90,6 @@ def test_the_search_raises_the_loudest_check_by_whole_steps_only_as_far_as_neede
 
 def test_noise_past_every_remedy_says_so_and_names_the_cells():
     specs, spreads = specs_and_spreads(0.3, 0.3, k=1)
-    checks = [Check(specs[0], spreads[0], "tpot_p50_pct")]
-    assert longer_design(checks, 2, Cost(70.0, 65.0)) is None
-    assert looser_thresholds(checks, 2, Cost(70.0, 65.0), max_blocks=20) is None
+    checks = [SizedCheck(specs[0], spreads[0], "tpot_p50_pct")]
+    assert longer_design(checks, 2, RunnerCost(70.0, 65.0)) is None
+    assert looser_thresholds(checks, 2, RunnerCost(70.0, 65.0), max_blocks=20) is None

@@ -227,19 +227,6 @@ def test_the_budget_is_split_over_the_family():
         Design(2, seq.LOOK_HORIZON + 1)
 
 
-def test_next_action():
-    p = prior(Spread(0.01, 0.01))
-    design = Design(2, 3)
-    passed = seq.replay(spec(p), [RoundPair(r, 10.0, 10.0) for r in range(4)], design)
-    open_ = seq.replay(spec(), [RoundPair(r, 10.0, 10.0 + r) for r in range(4)], design)
-    failed = seq.replay(spec(p), [RoundPair(r, 10.0, 20.0) for r in range(2)], design)
-    assert passed.outcome == Outcome.PASS and failed.outcome == Outcome.FAIL
-    assert seq.next_action([passed, failed], 2, design).stop
-    assert seq.next_action([passed], 4, design) == (True, Outcome.PASS, "every check decided")
-    assert not seq.next_action([passed, open_], 4, design).stop
-    assert seq.next_action([passed, open_], 6, design).stop
-
-
 # ---------------------------------------------------------------- intervals of the other modes
 
 

@@ -27,13 +27,13 @@ from gate.core.errors import EXIT_UNDECIDED
 from gate.judge.ab_design import Uncalibrated, calibrated_design, calibration_command, design_ab
 from gate.judge.checks import judged, planned_slots, ratio_slots, slots
 from gate.judge.noise import Noise
-from gate.judge.sizing import FALSE_FAIL_GOAL, MISS_GOAL, Cost, Layout, Spread, draw, size
+from gate.judge.sizing import FALSE_FAIL_GOAL, MISS_GOAL, Layout, RunnerCost, Spread, draw, size
 from gate.plan.spec import apply_overrides, load_plan, pin_runner
 
 
 def test_a_block_costs_a_pair_of_server_starts_and_its_rounds():
-    assert Cost(70.0, 65.0).block_s(2) == 200.0
-    assert Cost(70.0, 65.0, per_round_servers=True).block_s(2) == 270.0
+    assert RunnerCost(70.0, 65.0).block_s(2) == 200.0
+    assert RunnerCost(70.0, 65.0, per_round_servers=True).block_s(2) == 270.0
 
 
 def test_persistent_blocks_share_an_offset_per_round_blocks_do_not():
@@ -55,7 +55,7 @@ def test_each_builds_rounds_make_the_paired_spread():
 
 
 def test_a_sized_design_meets_the_goals_and_more_noise_needs_more_blocks():
-    cost = Cost(70.0, 65.0)
+    cost = RunnerCost(70.0, 65.0)
     calm = size(*specs_and_spreads(0.01, 0.02), 2, cost, paths=1500)
     noisy = size(*specs_and_spreads(0.02, 0.03), 2, cost, paths=1500)
     for s in (calm, noisy):
@@ -69,7 +69,7 @@ def test_a_sized_design_meets_the_goals_and_more_noise_needs_more_blocks():
 
 
 def test_noise_far_beyond_the_thresholds_is_unreachable():
-    s = size(*specs_and_spreads(0.25, 0.3), 2, Cost(70.0, 65.0), paths=500, max_blocks=6)
+    s = size(*specs_and_spreads(0.25, 0.3), 2, RunnerCost(70.0, 65.0), paths=500, max_blocks=6)
     assert not s.reachable and s.design.max_blocks == 6
 
 

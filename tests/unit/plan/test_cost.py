@@ -1,5 +1,5 @@
 """gate.plan.cost: a plan's runner time from its own cells and expectations, and the figures
-docs/action.md quotes, kept equal to it."""
+docs/runner-time.md quotes, kept equal to it."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from gate.core.errors import GateError
 from gate.plan.cost import estimate
 from gate.plan.spec import load_plan
 
-DOCS = (REPO_ROOT / "docs" / "action.md").read_text()
+DOCS = (REPO_ROOT / "docs" / "runner-time.md").read_text()
 
 
 def test_a_cell_is_warm_in_window_and_tail():

@@ -331,7 +331,7 @@ def test_no_gpu_workflow_is_reusable():
             assert "workflow_call" not in triggers(doc), path.name
 
 
-# == round two (docs/action.md, "Running on a public repository") ========================
+# == round two (docs/security.md, "Running on a public repository") ========================
 TOKEN_WORDS = ("github.token", "GITHUB_TOKEN", "GH_TOKEN", "secrets.")
 LOCK_INSTALL = re.compile(
     r"python -I -m pip install --quiet --require-hashes -r \.gate/requirements/([\w-]+)\.txt\n"
