@@ -17,13 +17,18 @@ those goals. Run it alone on the machine, under the lock every real server takes
 
     flock /tmp/gate-vllm.lock .venv/bin/python benchmarks/from_nothing.py --out /tmp/from-nothing
 
-`--plan FILE` runs another plan (e.g. one with `ab.isolation: paused`: benchmarks/
+`--lock FILE` takes that lock around each `gate ab` instead (run the script without `flock`
+then), so that other work that takes the lock waits for a run to end, never runs beside one.
+`--budget-minutes 20` stops each A/B at the goal's limit (its verdict then says inconclusive)
+instead of the plan's budget. `--plan FILE` runs another plan (e.g. one with `ab.isolation: paused`: benchmarks/
 noise_sources.py writes such variants).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import json
 import os
 import statistics
@@ -40,12 +45,26 @@ LIMIT_MIN = 20.0
 AFTER_MEDIAN_MIN = 10.0
 
 
+LOCK: Path | None = None  # --lock: taken around each gate command
+
+
+@contextlib.contextmanager
+def machine_lock():
+    if LOCK is None:
+        yield
+        return
+    with open(LOCK, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)  # released when the file is closed
+        yield
+
+
 def gate(args: list[str], cache: Path) -> tuple[subprocess.CompletedProcess, float]:
     cmd = [sys.executable, "-m", "gate.cli", *args]
     env = {**os.environ, "GATE_CACHE_DIR": str(cache), "PYTHONPATH": str(REPO)}
-    started = time.monotonic()
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=env)
-    return proc, time.monotonic() - started
+    with machine_lock():
+        started = time.monotonic()
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=env)
+        return proc, time.monotonic() - started
 
 
 def ab(out: Path, name: str, args: argparse.Namespace, noise: Path, step: float | None
@@ -55,6 +74,8 @@ def ab(out: Path, name: str, args: argparse.Namespace, noise: Path, step: float 
     cache.mkdir(parents=True, exist_ok=True)
     cmd = ["ab", "--plan", args.plan, "--out", str(folder), "--noise-dir", str(noise),
            "--profile", "never", "--quiet"]
+    if args.budget_minutes is not None:
+        cmd += ["--budget-minutes", f"{args.budget_minutes:g}"]
     if step is not None:
         cmd += ["--head-env", f"PYTHONPATH={FIXTURE}", "--head-env",
                 f"GATE_FIXTURE_STEP_FRACTION={step:g}"]
@@ -83,7 +104,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--aa", type=int, default=5)
     p.add_argument("--quarter", type=int, default=5)
     p.add_argument("--after", type=int, default=5)
+    p.add_argument("--lock", type=Path, help="a lock file taken around each gate command")
+    p.add_argument("--budget-minutes", type=float, help="each A/B's budget (default: the plan's)")
     args = p.parse_args(argv)
+    global LOCK
+    LOCK = args.lock
     out = args.out
     empty, left = out / "empty-noise", out / "left-noise"
     empty.mkdir(parents=True, exist_ok=True)
