@@ -128,9 +128,12 @@ MAX_SHOWN_SPAN = 4.0
 
 
 def bounded_interval(interval: seq.Interval) -> bool:
-    """Both ends finite, the low end above -100% (a ratio's log interval at -inf), and the
-    whole within a factor MAX_SHOWN_SPAN."""
-    lo, hi = interval.lo_pct, interval.hi_pct
+    return bounded_pct(interval.lo_pct, interval.hi_pct)
+
+
+def bounded_pct(lo: float, hi: float) -> bool:
+    """Both ends of an interval of changes in percent finite, the low end above -100% (a
+    ratio's log interval at -inf), and the whole within a factor MAX_SHOWN_SPAN."""
     if not (math.isfinite(lo) and math.isfinite(hi)) or lo <= -100.0:
         return False
     return (1.0 + hi / 100.0) / (1.0 + lo / 100.0) <= MAX_SHOWN_SPAN
@@ -245,14 +248,17 @@ def _spread_check(slot: Slot, spread: seq.SpreadResult, shown: list[seq.RoundPai
     """The spread check of one check as a verdict row: the head's round-to-round sd over the
     base's, in percent above 1."""
     ratio = spread.ratio
-    lo, hi = spread.interval or (None, None)
+    lo_pct = hi_pct = None
+    if spread.interval is not None:
+        lo, hi = ((end - 1.0) * 100.0 for end in spread.interval)
+        if bounded_pct(lo, hi):  # few blocks: an F interval spans a factor of tens, says nothing
+            lo_pct, hi_pct = lo, hi
     return Check(
         name=f"spread.{slot.name}", label=f"round-to-round spread of {slot.label}",
         kind="relative", direction=LOWER, unit="x sd", concurrency=slot.concurrency,
         arm=slot.arm, base=1.0, head=ratio,
         delta_pct=(ratio - 1.0) * 100.0 if ratio is not None else None,
-        ci_low_pct=(lo - 1.0) * 100.0 if lo is not None else None,
-        ci_high_pct=(hi - 1.0) * 100.0 if hi is not None else None,
+        ci_low_pct=lo_pct, ci_high_pct=hi_pct,
         threshold=spread.threshold_pct, outcome=spread.outcome, head_n=len(shown),
         base_n=len(shown), decided_at_round=spread.decided_at_round,
         interval_source=f"F test of the head's round-to-round spread against the base's "

@@ -160,3 +160,18 @@ def test_doctor_warnings_reach_the_verdict():
                                              "fingerprint": fingerprint("NVIDIA A100-SXM4-80GB")})
     v = ab(head, rounds([10.0]))
     assert "head runner: governor powersave; fix: set the performance governor" in v.warnings
+
+
+def test_a_spread_checks_interval_is_shown_only_when_it_says_something():
+    """With one block, the F interval of the head's spread over the base's spans a factor of
+    hundreds ([-96%, +20,000%] in a real first-block fail): shown as none, never printed. With
+    many rounds it narrows and is shown."""
+    jitter = [10.0, 10.3, 9.8, 10.2, 9.9, 10.1, 10.25, 9.85] * 4
+    few = ab(rounds([20.0, 23.0]), rounds([10.0, 10.1]))
+    spread = check(few, "spread.sweep.c8.tpot_p50_ms")
+    assert spread.delta_pct is not None
+    assert spread.ci_low_pct is None and spread.ci_high_pct is None
+    many = ab(rounds(jitter[::-1], sequential=None), rounds(jitter, sequential=None))
+    spread = check(many, "spread.sweep.c8.tpot_p50_ms")
+    assert spread.ci_low_pct is not None and spread.ci_high_pct is not None
+    assert (1 + spread.ci_high_pct / 100) / (1 + spread.ci_low_pct / 100) <= 4.0
