@@ -19,7 +19,12 @@ from gate.flows.bisect_result import REPORT_FILE
 from gate.flows.hunk_search import REPORT_FILE as HUNKS_REPORT
 from gate.plan.spec import apply_overrides, load_plan
 from gate.profile.diff_file import DiffSettings
-from gate.profile.sampling import DEFAULT_RATE_HZ, PROFILE_POLICIES, SamplingOptions
+from gate.profile.sampling import (
+    DEFAULT_RATE_HZ,
+    PROFILE_POLICIES,
+    SamplingOptions,
+    require_py_spy,
+)
 from gate.report.bisect import terminal_bisect, terminal_hunks
 
 
@@ -102,6 +107,7 @@ def _settings(args, settings: Settings) -> ABSettings:
     options = SamplingOptions(rate_hz=args.profile_rate, windows=args.profile_windows,
                               window_s=args.profile_window)
     options.check()
+    require_py_spy(args.profile)
     profiling = ab.Profiling(args.profile, options, diff_settings(min_share=args.profile_min_share))
     return ABSettings(plan=plan, thresholds=plan.thresholds.with_overrides(
                           assignments(args.threshold, "--threshold")),

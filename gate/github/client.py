@@ -1,6 +1,7 @@
 """A small GitHub REST client: issue comments, who the token is, retries and rate limits.
 
-It follows GitHub's "Rate limits for the REST API" and "Best practices for using the REST API":
+Retries are urllib3's `Retry` on the client's session (`GitHubRetry`), with what GitHub's
+"Rate limits for the REST API" and "Best practices for using the REST API" add to Retry-After:
 
 - A 429, or a 403 that is a rate limit (`x-ratelimit-remaining: 0`, a `retry-after` header,
   or the "secondary rate limit" / "abuse detection" message), is retried no earlier than
@@ -22,22 +23,30 @@ by integration") raises `GitHubForbidden`. `sleep` and `now` are injectable for 
 
 from __future__ import annotations
 
+import json
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
+from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
 
 import requests
 from pydantic import SecretStr
+from requests.adapters import HTTPAdapter
+from urllib3.connectionpool import ConnectionPool
+from urllib3.exceptions import HTTPError, MaxRetryError, ResponseError
+from urllib3.response import BaseHTTPResponse
+from urllib3.util.retry import Retry
 
 from gate.core.errors import EXIT_ERROR, GateError
 
 USER_AGENT = "vllm-structured-output-gate"
-RETRY_STATUSES = {500, 502, 503, 504}
-IDEMPOTENT = {"GET", "HEAD", "PATCH", "PUT", "DELETE"}
+RETRY_STATUSES = frozenset({500, 502, 503, 504})
+LIMIT_STATUSES = frozenset({403, 429})  # a rate limit is one of these; a 403 may be no limit
+IDEMPOTENT = frozenset({"GET", "HEAD", "PATCH", "PUT", "DELETE"})
 LINK_NEXT_RE = re.compile(r'<([^>]+)>\s*;\s*rel="next"')
 # The identity GITHUB_TOKEN comments as. An installation token cannot read GET /user (403),
 # so this is the documented fallback (see gate.github.publish.identify).
@@ -75,21 +84,23 @@ class RateLimit:
     secondary: bool
 
 
-def rate_limit(resp: requests.Response, now: float, secondary_seen: int) -> RateLimit | None:
-    """How long GitHub asks us to wait before retrying `resp`, or None if it is no rate limit."""
-    if resp.status_code not in (403, 429):
+def rate_limit(status: int, headers: Mapping[str, str], message: str, *, now: float,
+               secondary_seen: int) -> RateLimit | None:
+    """How long GitHub asks us to wait before retrying an answer (its status, headers and
+    message), or None if it is no rate limit."""
+    if status not in LIMIT_STATUSES:
         return None
-    message = _message(resp).lower()
-    retry_after = _retry_after(resp.headers.get("retry-after"), now)
-    primary = resp.headers.get("x-ratelimit-remaining", "").strip() == "0"
+    message = message.lower()
+    retry_after = _retry_after(headers.get("retry-after"), now)
+    primary = (headers.get("x-ratelimit-remaining") or "").strip() == "0"
     secondary = "secondary rate limit" in message or "abuse" in message
-    if resp.status_code == 403 and not (
+    if status == 403 and not (
         primary or secondary or retry_after is not None or "rate limit" in message
     ):
         return None
     if retry_after is not None:
         return RateLimit(retry_after, f"retry-after {retry_after:.0f} s", secondary)
-    reset = resp.headers.get("x-ratelimit-reset", "").strip()
+    reset = (headers.get("x-ratelimit-reset") or "").strip()
     if primary and reset.isdigit():
         wait = max(int(reset) - now, 0.0) + 1.0  # +1: "after" the reset, clocks differ
         return RateLimit(wait, f"x-ratelimit-reset in {wait:.0f} s", False)
@@ -116,6 +127,117 @@ class Clock:
     now: Callable[[], float] = time.time
 
 
+@dataclass
+class WaitBudget:
+    """Every wait of one client together, on its clock: the step affords `max_wait_s` in all,
+    across requests, and each secondary rate limit waits twice as long as the one before."""
+
+    max_wait_s: float
+    clock: Clock
+    waited_s: float = 0.0
+    secondary_seen: int = 0
+
+    def left(self) -> float:
+        return self.max_wait_s - self.waited_s
+
+    def check(self, seconds: float, what: str) -> None:
+        """A backoff (not a rate limit's wait) that does not fit fails with what it was for."""
+        if seconds > self.left():
+            raise GitHubError(f"{what}; no time left to retry (max wait {self.max_wait_s:.0f} s)")
+
+    def sleep(self, seconds: float) -> None:
+        self.waited_s += seconds
+        self.clock.sleep(seconds)
+
+
+class GitHubRetry(Retry):
+    """urllib3's Retry with GitHub's rules on top (the module docstring): a 403 or 429 is
+    looked at whatever the method (a rate-limited request was not acted on), a 5xx or a lost
+    connection only for an idempotent one; each wait is GitHub's, decided in `increment` and
+    slept in `sleep` on the client's clock, within its budget.
+
+    A wait GitHub asks for that does not fit, or the last attempt failing, raises the
+    GitHubError that says why from inside urllib3 (requests passes it through). An answer that
+    is not retried (a 403 that is no limit, a POST's 5xx) or a POST's lost connection goes back
+    to the client as it is, through urllib3's MaxRetryError, with raise_on_status off."""
+
+    def __init__(self, *args: Any, budget: WaitBudget, wait_s: float = 0.0, **kwargs: Any):
+        kwargs.setdefault("raise_on_status", False)
+        super().__init__(*args, **kwargs)
+        self.budget = budget
+        self.wait_s = wait_s  # before the next attempt; set by increment on the new Retry
+
+    def new(self, **kw: Any) -> GitHubRetry:
+        kw.setdefault("budget", self.budget)  # one budget for every request of the client
+        return super().new(**kw)
+
+    def is_retry(self, method: str, status_code: int, has_retry_after: bool = False) -> bool:
+        if status_code in LIMIT_STATUSES:
+            return True  # increment reads the answer: a 403 that is no limit goes back
+        return status_code in RETRY_STATUSES and self._is_method_retryable(method)
+
+    def get_backoff_time(self) -> float:
+        # urllib3 retries the first failure at once; this pauses backoff_factor before it too,
+        # then doubles: GitHub's best practices ask for a pause before any retry.
+        return min(self.backoff_max, self.backoff_factor * 2 ** max(len(self.history) - 1, 0))
+
+    def sleep(self, response: BaseHTTPResponse | None = None) -> None:
+        if self.wait_s > 0:
+            self.budget.sleep(self.wait_s)
+
+    def increment(
+        self,
+        method: str | None = None,
+        url: str | None = None,
+        response: BaseHTTPResponse | None = None,
+        error: Exception | None = None,
+        _pool: ConnectionPool | None = None,
+        _stacktrace: TracebackType | None = None,
+    ) -> GitHubRetry:
+        method, url = (method or "").upper(), url or ""
+        where = f"GitHub API {method} {_path(url)}"
+        if error is not None and not self._is_method_retryable(method):
+            # a write that got no answer may have been applied: the caller looks first
+            raise MaxRetryError(_pool, url, error) from error  # type: ignore[arg-type]
+        status = response.status if response is not None else None
+        said, limit = None, None
+        if response is not None:
+            message = _said(_read(response), response.reason)
+            said = f"HTTP {status}: {message}"
+            limit = rate_limit(response.status, response.headers, message,
+                               now=self.budget.clock.now(), secondary_seen=self.budget.secondary_seen)
+            if limit is None and status in LIMIT_STATUSES:  # no permission: the answer stands
+                raise MaxRetryError(_pool, url, ResponseError(said))  # type: ignore[arg-type]
+        if limit is not None:
+            self.budget.secondary_seen += limit.secondary
+            left = self.budget.left()
+            if limit.wait_s > left:
+                raise GitHubRateLimited(
+                    f"{where}: rate limited ({said}); GitHub allows a retry only after "
+                    f"{limit.why}, longer than the {max(left, 0):.0f} s this step may still "
+                    f"wait (max wait {self.budget.max_wait_s:.0f} s): not retrying early",
+                    status=status)
+        attempts = len(self.history) + 1
+        try:
+            new = super().increment(method, url, response, error, _pool, _stacktrace)
+        except MaxRetryError:
+            if limit is not None:
+                raise GitHubRateLimited(f"{where}: still rate limited after {attempts} "
+                                        f"attempts ({said})", status=status) from None
+            if response is not None:
+                raise GitHubError(f"{where}: gave up after {attempts} attempts, last {said}",
+                                  status=status) from None
+            raise GitHubError(f"{where}: no answer after {attempts} attempts "
+                              f"({type(error).__name__})") from None
+        if limit is not None:
+            new.wait_s = limit.wait_s
+        else:
+            new.wait_s = new.get_backoff_time()
+            what = said or f"no answer ({type(error).__name__})"
+            self.budget.check(new.wait_s, f"{where}: {what}")
+        return new
+
+
 class GitHubClient:
     def __init__(
         self,
@@ -127,25 +249,24 @@ class GitHubClient:
         retry: RetryPolicy | None = None,
         clock: Clock | None = None,
     ):
-        retry, clock = retry or RetryPolicy(), clock or Clock()
-        max_retries, backoff_s, max_wait_s, timeout_s = (
-            retry.max_retries, retry.backoff_s, retry.max_wait_s, retry.timeout_s)
-        sleep, now = clock.sleep, clock.now
+        retry = retry or RetryPolicy()
         if not re.fullmatch(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", repository or ""):
             raise GateError(f"repository {repository!r} is not owner/name")
         if not re.fullmatch(r"https?://[^/?#\s]+(/[^?#\s]*)?", api_url or ""):
             raise GateError(f"API URL {api_url!r} is not an http(s) URL")
         self.api_url = api_url.rstrip("/")
         self.repository = repository
-        self.max_retries = max_retries
-        self.backoff_s = backoff_s
-        self.max_wait_s = max_wait_s
-        self.waited_s = 0.0
-        self.timeout_s = timeout_s
-        self.sleep = sleep
-        self.now = now
-        self._secondary_seen = 0
+        self.backoff_s = retry.backoff_s
+        self.timeout_s = retry.timeout_s
+        self.budget = WaitBudget(retry.max_wait_s, clock or Clock())
         self.session = session or requests.Session()
+        # Every request of this session goes to the API (_own_url), so every one is retried
+        # by GitHub's rules, whatever way a Link header spells the API's host and port.
+        adapter = HTTPAdapter(max_retries=GitHubRetry(
+            total=retry.max_retries, backoff_factor=retry.backoff_s, allowed_methods=IDEMPOTENT,
+            budget=self.budget))
+        for scheme in ("https://", "http://"):
+            self.session.mount(scheme, adapter)
         self.session.headers.update(
             {
                 "Accept": "application/vnd.github+json",
@@ -159,63 +280,29 @@ class GitHubClient:
 
     # -- transport ------------------------------------------------------------------------
     def request(self, method: str, path_or_url: str, **kwargs: Any) -> requests.Response:
+        """One call, retried by GitHubRetry where that is safe; what comes back unretried is
+        judged here: a write's lost answer or 5xx is GitHubWriteUnknown, an error status
+        GitHubForbidden or GitHubError."""
         url = self._own_url(path_or_url)
-        for attempt in range(self.max_retries + 1):
-            try:
-                resp = self.session.request(method, url, timeout=self.timeout_s, **kwargs)
-            except requests.RequestException as exc:
-                self._transient(method, url, attempt, f"no answer ({type(exc).__name__})")
-                continue
-            limit = rate_limit(resp, self.now(), self._secondary_seen)
-            if limit is not None:
-                self._wait_for_limit(method, url, attempt, resp, limit)
-                continue
-            if resp.status_code in RETRY_STATUSES:
-                what = f"HTTP {resp.status_code}: {_message(resp)}"
-                self._transient(method, url, attempt, what, resp.status_code)
-                continue
-            return self._check(method, url, resp)
-        raise AssertionError("unreachable")  # pragma: no cover - the last attempt raises
-
-    def _transient(self, method: str, url: str, attempt: int, what: str, status=None) -> None:
-        """A 5xx or no answer: retry later if that is safe and affordable, else raise."""
         where = f"GitHub API {method} {_path(url)}"
-        if method not in IDEMPOTENT:
-            raise GitHubWriteUnknown(f"{where}: {what}; it may have been applied", status=status)
-        if attempt == self.max_retries:
-            if status is None:
-                raise GitHubError(f"{where}: no answer after {attempt + 1} attempts ({what})")
-            raise GitHubError(f"{where}: gave up after {attempt + 1} attempts, last {what}",
-                              status=status)
-        self.backoff(attempt, f"{where}: {what}")
+        try:
+            resp = self.session.request(method, url, timeout=self.timeout_s, **kwargs)
+        except requests.RequestException as exc:
+            what = f"no answer ({type(exc).__name__})"
+            if method.upper() not in IDEMPOTENT:
+                raise GitHubWriteUnknown(f"{where}: {what}; it may have been applied") from None
+            raise GitHubError(f"{where}: {what}") from None
+        if resp.status_code in RETRY_STATUSES and method.upper() not in IDEMPOTENT:
+            raise GitHubWriteUnknown(f"{where}: HTTP {resp.status_code}: {_message(resp)}; it "
+                                     "may have been applied", status=resp.status_code)
+        return self._check(method, url, resp)
 
     def backoff(self, attempt: int, what: str = "GitHub did not answer") -> None:
-        """Sleep 1, 2, 4, ... x backoff_s, within what the client may still wait."""
+        """A caller's own retry (a write looked up first): sleep 1, 2, 4, ... x backoff_s,
+        within what the client may still wait."""
         wait = self.backoff_s * 2**attempt
-        if self.waited_s + wait > self.max_wait_s:
-            raise GitHubError(f"{what}; no time left to retry (max wait {self.max_wait_s:.0f} s)")
-        self._sleep(wait)
-
-    def _wait_for_limit(self, method, url, attempt, resp, limit: RateLimit) -> None:
-        where = f"GitHub API {method} {_path(url)}"
-        said = f"HTTP {resp.status_code}: {_message(resp)}"
-        self._secondary_seen += limit.secondary
-        left = self.max_wait_s - self.waited_s
-        if limit.wait_s > left:
-            raise GitHubRateLimited(
-                f"{where}: rate limited ({said}); GitHub allows a retry only after "
-                f"{limit.why}, longer than the {max(left, 0):.0f} s this step may still wait "
-                f"(max wait {self.max_wait_s:.0f} s): not retrying early",
-                status=resp.status_code,
-            )
-        if attempt == self.max_retries:
-            raise GitHubRateLimited(f"{where}: still rate limited after {attempt + 1} attempts "
-                                    f"({said})", status=resp.status_code)
-        self._sleep(limit.wait_s)
-
-    def _sleep(self, seconds: float) -> None:
-        self.waited_s += seconds
-        self.sleep(seconds)
+        self.budget.check(wait, what)
+        self.budget.sleep(wait)
 
     def _own_url(self, path_or_url: str) -> str:
         """A path on the API, or an absolute URL that is on the API itself (scheme, host,
@@ -330,16 +417,31 @@ def _retry_after(value: str | None, now: float) -> float | None:
 
 
 def _message(resp: requests.Response) -> str:
+    """GitHub's message in an answer that came back. A 403's or 429's body was read by
+    GitHubRetry (is it a rate limit?), and urllib3 keeps what it read as `raw.data`."""
+    body = resp.content or getattr(resp.raw, "data", None) or b""
+    return _said(body, resp.reason)
+
+
+def _read(response: BaseHTTPResponse) -> bytes:
+    """The body of an answer GitHubRetry judges, decoded and kept (`.data`) for the client."""
+    try:
+        return response.read(decode_content=True, cache_content=True)
+    except (HTTPError, OSError):  # cut off while reading: judged by its status and headers
+        return b""
+
+
+def _said(body: bytes, reason: str | None) -> str:
     """GitHub's message, with the details of a 422 ("body is too long ...")."""
     try:
-        data = resp.json()
+        data = json.loads(body)
     except ValueError:
-        data = resp.text
+        data = body.decode("utf-8", "replace")
     text = data
     if isinstance(data, dict):
         details = [e.get("message", "") for e in data.get("errors") or [] if isinstance(e, dict)]
         text = "; ".join(str(x) for x in [data.get("message", ""), *details] if x)
-    return " ".join(str(text).split())[:300] or resp.reason or ""
+    return " ".join(str(text).split())[:300] or reason or ""
 
 
 def _next_link(link: str) -> str | None:

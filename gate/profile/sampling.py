@@ -12,7 +12,9 @@ stream chunks arrived in between. The windows are what `gate profile diff` resam
 a real difference from sampling noise.
 
 This runs after the measured cells (it must never bias a verdict); `should_profile` is the
-`--profile always|never|auto` policy.
+`--profile always|never|auto` policy. py-spy is an optional extra (`pip install
+'gate[profile]'`): without it `--profile always` is refused before anything starts
+(`require_py_spy`), and `auto` goes on without a profile diff, the verdict's note says why.
 """
 
 from __future__ import annotations
@@ -85,14 +87,25 @@ class SamplingOptions:
 # Which processes, and py-spy itself
 # --------------------------------------------------------------------------------------------
 
+PY_SPY_MISSING = "py-spy is not installed: pip install 'gate[profile]'"
+
+
 def find_py_spy() -> str:
-    """py-spy next to this interpreter (a venv's bin/, where the gate's dependency puts it),
+    """py-spy next to this interpreter (a venv's bin/, where the `profile` extra puts it),
     or on PATH."""
     candidates = [str(Path(sys.executable).parent / "py-spy"), shutil.which("py-spy")]
     for c in candidates:
         if c and os.access(c, os.X_OK):
             return c
-    raise GateError("py-spy is not installed: pip install 'py-spy==0.4.3'")
+    raise GateError(PY_SPY_MISSING)
+
+
+def require_py_spy(policy: str) -> None:
+    """At the start of an A/B or bisect: `--profile always` without py-spy is refused here,
+    before any server starts, rather than found out after the rounds. `auto` and `never` go
+    on: auto's profiling then fails at once, into the verdict's note (gate.flows.ab.Profiler)."""
+    if policy == "always":
+        find_py_spy()
 
 
 def _role(proc: psutil.Process, is_root: bool) -> tuple[str, str] | None:

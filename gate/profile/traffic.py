@@ -30,6 +30,7 @@ from gate.profile.sampling import (
     SamplingOptions,
     WindowRecording,
     assemble_profile,
+    find_py_spy,
     merge_speedscope,
     pid_listening_on,
     server_processes,
@@ -116,6 +117,7 @@ def profile_server(target: ProfileTarget, plan: Plan, out: Path, opts: SamplingO
     DIR/profile.speedscope.json and py-spy's own files under DIR/raw/, only on success."""
     base_url, label, pid, concurrency = target.base_url, target.label, target.pid, target.concurrency
     opts.check()
+    find_py_spy()  # before the server is loaded: without py-spy, fail at once, for nothing
     names = client.check_server(base_url)
     if not names:
         raise MeasurementError(f"{base_url} serves no model")

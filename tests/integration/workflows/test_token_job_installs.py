@@ -86,11 +86,14 @@ def test_every_locked_distribution_is_pinned_with_its_hashes(lock):
 
 def test_the_gpu_lock_holds_every_runtime_dependency_of_the_gate():
     """What `pip install --no-deps ./.gate` leaves out must all be in the lock: every
-    requirement of [project] dependencies, at a version it allows."""
+    requirement of [project] dependencies and of the profile extra (the GPU jobs profile), at
+    a version it allows."""
     project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
-    needed = {normalize(re.match(r"[\w.-]+", req).group(0)) for req in project["dependencies"]}
+    wanted = [*project["dependencies"], *project["optional-dependencies"]["profile"]]
+    needed = {normalize(re.match(r"[\w.-]+", req).group(0)) for req in wanted}
     assert needed <= locked_distributions(GPU), needed - locked_distributions(GPU)
-    assert "py-spy==0.4.3" in GPU.read_text()  # pinned in pyproject: the same version
+    assert project["optional-dependencies"]["profile"] == ["py-spy==0.4.3"]
+    assert "py-spy==0.4.3" in GPU.read_text()  # pinned in the extra: the same version
 
 
 def test_the_poster_lock_is_the_small_set():
