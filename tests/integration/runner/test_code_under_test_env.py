@@ -20,8 +20,11 @@ from gate.core.child_env import WITHHELD, code_under_test_env
 from gate.measure.server import VllmServer
 from gate.plan.spec import ServerSpec
 
+# Written whole, then renamed: the server test stops the server as soon as a dump is there,
+# and a dump seen half-written (the redirect creates the file before env writes) read as an
+# environment without KEEP_ME.
 FAKE_PYTHON = """#!/usr/bin/env bash
-env > "$ENV_DUMPS/$$"
+env > "$ENV_DUMPS/.$$" && mv "$ENV_DUMPS/.$$" "$ENV_DUMPS/$$"
 case "$1 $2" in
   "-m vllm.entrypoints.openai.api_server") exec sleep 60 ;;
   "-c "*) echo '{"torch_threads": 1}' ;;
@@ -51,8 +54,12 @@ def fake_python(tmp_path: Path) -> str:
     return str(path)
 
 
+def dumps_of(job_env: dict[str, str]) -> list[Path]:
+    return sorted(p for p in Path(job_env["ENV_DUMPS"]).iterdir() if not p.name.startswith("."))
+
+
 def seen(job_env: dict[str, str]) -> list[dict[str, str]]:
-    dumps = sorted(Path(job_env["ENV_DUMPS"]).iterdir())
+    dumps = dumps_of(job_env)
     assert dumps, "the stand-in interpreter never ran"
     return [dict(line.split("=", 1) for line in d.read_text().splitlines() if "=" in line)
             for d in dumps]
@@ -99,7 +106,7 @@ def test_the_server_runs_without_them(job_env, fake_python, tmp_path, monkeypatc
     server.start()
     try:
         deadline = time.monotonic() + 30
-        while not any(Path(job_env["ENV_DUMPS"]).iterdir()) and time.monotonic() < deadline:
+        while not dumps_of(job_env) and time.monotonic() < deadline:
             time.sleep(0.05)
     finally:
         server.stop()
