@@ -53,6 +53,8 @@ def condensed(error: str) -> str:
     if _LOG_TAIL not in first:
         return one_line(first, HEADLINE_LIMIT)
     said = first.split(_LOG_TAIL)[0]
+    if REFUSED in said:  # vLLM's own reason is said already: its log's lines add nothing
+        return one_line(said, HEADLINE_LIMIT)
     cause = log_cause(rest)
     return one_line(f"{said}; its log ends: {cause}" if cause else said, HEADLINE_LIMIT)
 
@@ -69,7 +71,7 @@ def cause_line(errors: list[str]) -> str | None:
     if not _DEATH.search(first):
         return None
     what = what.removeprefix(f"{who}: ")  # the flows name the side too
-    if REFUSED in first:  # the reason is the log's own line: said once, without the tail
-        reason = what.partition("\n")[0].split(_LOG_TAIL)[0].partition(REFUSED)[2]
-        return one_line(f"the {who} build refuses the plan: {reason}", HEADLINE_LIMIT)
+    if REFUSED in first:
+        return one_line(f"the {who} build refuses the plan: "
+                        f"{condensed(what).partition(REFUSED)[2]}", HEADLINE_LIMIT)
     return f"the {who} build's server died: {condensed(what)}"

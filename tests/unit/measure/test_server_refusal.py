@@ -9,7 +9,7 @@ import traceback
 from pydantic import ValidationError
 from pydantic.dataclasses import dataclass
 
-from gate.judge.first_cause import cause_line
+from gate.judge.first_cause import cause_line, condensed
 from gate.measure.server import refusal
 
 REASON = "Model Runner V2 does not yet support: speculative decoding (ngram)"
@@ -71,3 +71,11 @@ def test_the_headline_of_a_refusal_names_the_build_and_vllms_reason_once():
              + traceback_of_refusal())
     assert cause_line([error, "head results hold no measured cells"]) == (
         f"the head build refuses the plan: {REASON} (vllm serve exited with code 1)")
+
+
+def test_a_refusal_at_a_first_start_is_said_without_the_log_tail():
+    """gate.flows.first_start names the build with condensed(): vLLM's reason once, not the
+    log's last error-looking line (pydantic's 'For further information visit ...')."""
+    error = (f"this build refuses the plan: {REASON} (vllm serve exited with code 1); last "
+             "lines of /out/head/first-start/server.log:\n" + HEAD + traceback_of_refusal())
+    assert condensed(error) == f"this build refuses the plan: {REASON} (vllm serve exited with code 1)"
