@@ -17,6 +17,9 @@ from gate.core.text import one_line
 RUN_ERROR = " run error: "
 # What gate.measure says when a server is gone.
 _DEATH = re.compile(r"exited with code|not healthy after|the server died|never started")
+# What gate.measure.server says when vLLM's own configuration check stopped the server at
+# start-up: the build's answer to the plan, not a crash.
+REFUSED = "this build refuses the plan: "
 _LOG_TAIL = "; last lines of "
 # A line of a server log that says what went wrong (a traceback's last line, a kill).
 _ERROR_LINE = re.compile(r"(?:Error|Exception|error:|Killed|Aborted|Segmentation fault|"
@@ -50,18 +53,25 @@ def condensed(error: str) -> str:
     if _LOG_TAIL not in first:
         return one_line(first, HEADLINE_LIMIT)
     said = first.split(_LOG_TAIL)[0]
+    if REFUSED in said:  # vLLM's own reason is said already: its log's lines add nothing
+        return one_line(said, HEADLINE_LIMIT)
     cause = log_cause(rest)
     return one_line(f"{said}; its log ends: {cause}" if cause else said, HEADLINE_LIMIT)
 
 
 def cause_line(errors: list[str]) -> str | None:
     """'the base build's server died: vllm serve exited with code 1 before it became healthy;
-    its log ends: RuntimeError: ...' when the first error is a server's death; None
-    otherwise."""
+    its log ends: RuntimeError: ...' when the first error is a server's death ('the head
+    build refuses the plan: <vLLM's reason> (...)' when vLLM's configuration check stopped
+    it); None otherwise."""
     if not errors or not is_cause(errors[0]):
         return None
     who, _, what = errors[0].partition(RUN_ERROR)
-    if not _DEATH.search(what.partition("\n")[0]):
+    first = what.partition("\n")[0]
+    if not _DEATH.search(first):
         return None
     what = what.removeprefix(f"{who}: ")  # the flows name the side too
+    if REFUSED in first:
+        return one_line(f"the {who} build refuses the plan: "
+                        f"{condensed(what).partition(REFUSED)[2]}", HEADLINE_LIMIT)
     return f"the {who} build's server died: {condensed(what)}"

@@ -28,6 +28,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.comment_hunks import shown_hunks
 from support.fake_github import TOKEN, FakeGitHub
 from support.gitrepo import commit, git, init
 from support.paths import REPO_ROOT
@@ -191,9 +192,15 @@ def test_the_seeds_kind_of_change_fails_the_check_and_its_hunk_is_ranked_first(t
     body = comment["body"]
     assert body.startswith("<!-- vllm-structured-output-gate:default -->")
     assert "FAIL" in body.split("\n", 3)[2]
-    hunks = body[body.index("apply_grammar_bitmask") - 2000:] if "apply_grammar_bitmask" \
-        in body else ""
-    assert hunks, "the comment names no hunk of apply_grammar_bitmask"
-    first_utils, first_sampler = body.find(UTILS), body.find(HARMLESS)
-    assert first_utils != -1 and (first_sampler == -1 or first_utils < first_sampler), \
-        "the staging hunk is not ranked first"
+    # the staging hunk ranked first by the profile diff (evidence.json), and shown first in
+    # the comment's hunks section (the profile table above it names utils.py too)
+    evidence = json.loads((out / "profile-diff" / "evidence.json").read_text())["hunks"]
+    top = min(evidence, key=lambda h: h["rank"])
+    assert top["path"] == UTILS and top["tier"] in ("self", "inclusive"), evidence
+    assert "apply_grammar_bitmask" in {f["name"] for f in top["functions"]}, top
+    assert [h["tier"] for h in evidence if h["path"] == HARMLESS] == ["none"], evidence
+    shown = shown_hunks(body)
+    assert [h.path for h in shown][:1] == [UTILS], shown
+    assert "def apply_grammar_bitmask(" in shown[0].summary, shown[0]
+    assert "⏱️" in shown[0].summary and "in apply_grammar_bitmask" in shown[0].summary, shown[0]
+    assert HARMLESS in [h.path for h in shown[1:]], shown

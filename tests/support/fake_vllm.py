@@ -32,7 +32,12 @@ a guided request's wait for its grammar) with FAKE_VLLM_COMPILE_WHEN `every` gra
 (0: seconds before it listens), FAKE_VLLM_EXIT_AFTER (SIGKILL itself when that many chat
 requests have arrived), FAKE_VLLM_HOLD_BACK (1: tokens written at once; more is a server that
 holds its output back), FAKE_VLLM_DIE_AT_START (a message: the server dies before it listens,
-as a build that does not import does, that message the last line of its traceback).
+as a build that does not import does, that message the last line of its traceback),
+FAKE_VLLM_REFUSE (a message: the build refuses the plan at start-up as vLLM's configuration
+check does, e.g. `Model Runner V2 does not yet support: ...`: a ValueError with that message in
+a pydantic dataclass's check, not caught, after the version line), FAKE_VLLM_INVALID_TITLE (a
+schema's `title`: the guided outputs of requests guided by a schema of that title leave out
+its last required property: JSON that does not follow its own schema).
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ from pathlib import Path
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from gate.plan.bounding import NoInstance, smallest_output
 from support.openai_stream import chunk, open_stream, role_chunk, stream_app, usage_tail
@@ -82,6 +88,7 @@ class Knobs:
     start_s: float = 0.0
     exit_after: int | None = None
     hold_back: int = 1
+    invalid_title: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Knobs:
@@ -96,7 +103,8 @@ class Knobs:
                    first_token_s=number("FIRST_TOKEN_MS", 0) / 1000,
                    compile_s=number("COMPILE_MS", 0) / 1000, compile_when=when,
                    start_s=number("START_S", 0), hold_back=max(1, int(number("HOLD_BACK", 1))),
-                   exit_after=int(exit_after) if exit_after else None)
+                   exit_after=int(exit_after) if exit_after else None,
+                   invalid_title=env.get("FAKE_VLLM_INVALID_TITLE") or None)
 
 
 def log(role: str, pid: int, level: str, where: str, message: str) -> None:
@@ -207,12 +215,27 @@ def guided_output(key: str) -> list[str] | str:
     return [text[i:i + CHARS_PER_TOKEN] for i in range(0, len(text), CHARS_PER_TOKEN)]
 
 
-def tokens_for(body: dict, schema: dict | None, key: str) -> tuple[list[str], str] | str:
+@functools.lru_cache(maxsize=64)
+def invalid_output(key: str) -> list[str] | str:
+    """The tokens of the smallest instance of schema `key` without its last required
+    property: JSON, but not of its schema (FAKE_VLLM_INVALID_TITLE)."""
+    schema = json.loads(key)
+    required = list(schema.get("required") or [])
+    if not required:
+        return f"FAKE_VLLM_INVALID_TITLE: schema {schema.get('title')!r} requires no property"
+    text = json.dumps({k: v for k, v in json.loads(smallest_output(schema)).items()
+                       if k != required[-1]}, separators=(",", ":"))
+    return [text[i:i + CHARS_PER_TOKEN] for i in range(0, len(text), CHARS_PER_TOKEN)]
+
+
+def tokens_for(body: dict, schema: dict | None, key: str,
+               invalid_title: str | None = None) -> tuple[list[str], str] | str:
     """(tokens, finish reason), or why the request is refused."""
     limit = int(body.get("max_tokens") or 16)
     if schema is None:
         return [f" t{i}" for i in range(limit)], "length"
-    tokens = guided_output(key)
+    broken = invalid_title is not None and schema.get("title") == invalid_title
+    tokens = invalid_output(key) if broken else guided_output(key)
     if isinstance(tokens, str):
         return tokens
     return (tokens, "stop") if len(tokens) <= limit else (tokens[:limit], "length")
@@ -235,7 +258,7 @@ class StandIn:
                                                 "does not exist.", "code": 404}}, status=404)
         schema = request_schema(body)
         key = self.engine.request.grammar_key(schema) if schema is not None else ""
-        made = tokens_for(body, schema, key)
+        made = tokens_for(body, schema, key, self.knobs.invalid_title)
         if isinstance(made, str):
             return web.json_response({"error": {"message": made, "code": 400}}, status=400)
         tokens, finish = made
@@ -335,6 +358,25 @@ def start_engine_core(pid: int, env: Mapping[str, str]) -> subprocess.Popen:
 # Set in a build's environment: its server dies at start-up (tests of a build that does not
 # serve, gate.flows.first_start and the first cause of an error).
 DIE_AT_START = "FAKE_VLLM_DIE_AT_START"
+# Set in a build's environment: the build refuses the plan at start-up with vLLM's own
+# ValueError (gate.measure.server.refusal).
+REFUSE = "FAKE_VLLM_REFUSE"
+# Set in a server's environment: the guided outputs of one schema (by its title) are invalid.
+INVALID_TITLE = "FAKE_VLLM_INVALID_TITLE"
+
+
+@pydantic_dataclass
+class VllmConfig:
+    """The stand-in of vLLM's configuration (vllm/config/vllm.py: a pydantic dataclass whose
+    checks, _validate_v2_model_runner among them, raise ValueError): a plan this build cannot
+    serve ends the server with pydantic's ValidationError, uncaught, its `Value error, ...`
+    line vLLM's reason, as `vllm serve` prints it."""
+
+    refusal: str = ""
+
+    def __post_init__(self) -> None:
+        if self.refusal:
+            raise ValueError(self.refusal)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -353,6 +395,7 @@ def main(argv: list[str] | None = None) -> int:
     log("APIServer", pid, "INFO", "api_utils.py:286",
         f"non-default args: {{'model': {args.model!r}, 'port': {args.port}, "
         f"'structured_outputs_config': {args.structured_outputs_config}}} (stand-in: {knobs})")
+    VllmConfig(refusal=os.environ.get(REFUSE, ""))
     load_model(args.model)
     core = start_engine_core(pid, os.environ)
     try:

