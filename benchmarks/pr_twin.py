@@ -28,7 +28,6 @@ sys.path[:0] = [str(REPO / "tests"), str(REPO / "tests" / "e2e"), str(REPO)]
 import test_pr_twin as twin  # noqa: E402
 from support.fake_github import TOKEN, FakeGitHub  # noqa: E402
 from support.gitrepo import commit, git  # noqa: E402
-from support.vllm_helpers import small_plan  # noqa: E402
 
 from gate.judge.verdict import load_verdict  # noqa: E402
 
@@ -50,7 +49,7 @@ def main() -> int:
     repo = args.out / "repo"
     base = twin.twin_repository(repo)
     head = twin.slow_pr(repo) if args.pr == "slow" else comment_pr(repo, FILES[args.pr])
-    plan, _ = small_plan(args.out)
+    plan = twin.twin_plan(args.out)
     with FakeGitHub() as fake:
         fake.good_tokens.add(TOKEN)
         fake.pulls[twin.PR] = {"number": twin.PR, "head": {"sha": head}, "state": "open"}
