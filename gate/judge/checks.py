@@ -45,11 +45,6 @@ class Metric:
     arm: str = "guided"  # the arm whose cells it reads
     ratio_field: str = "tpot_p50_ratio"  # phase "ratio": the LevelRatio field it reads
 
-    @property
-    def about_ttft(self) -> bool:
-        """A time-to-first-token figure (grammar compilation and its cache show there)."""
-        return "ttft" in self.key
-
 
 def _dist(attr: str, stat: str) -> Callable[[CellSummary], float | None]:
     def get(cell: CellSummary) -> float | None:
