@@ -77,7 +77,8 @@ def acknowledged_verdict(verdict: Verdict, store: HistoryStore, pr: int, head_sh
                          ) -> Verdict:
     kept = store.acknowledgements(pr=pr)
     return ack.apply_acknowledgements(verdict, [
-        ack.Acknowledgement(a.check, a.login, a.reason, a.head_sha, a.created_at) for a in kept
+        ack.Acknowledgement(check=a.check, login=a.login, reason=a.reason, head_sha=a.head_sha,
+                            at=a.created_at) for a in kept
     ], head_sha)
 
 
@@ -92,7 +93,8 @@ def git_ancestry(repo: Path) -> Ancestry:
     return is_ancestor
 
 
-def alert(store: HistoryStore, detection: Detection, client: GitHubClient, author: str,
+def alert(store: HistoryStore, detection: Detection, *, client: GitHubClient, author: str,
           settings: AlertSettings) -> Outcome:
     series = {s.key: s for s in store.all_series(judged_only=False)}
-    return sync_alerts(client, author, detection.series, series, settings)
+    return sync_alerts(client, author, detection=detection.series, series=series,
+                       settings=settings)

@@ -164,20 +164,21 @@ class GitHubClient:
             try:
                 resp = self.session.request(method, url, timeout=self.timeout_s, **kwargs)
             except requests.RequestException as exc:
-                self._transient(method, url, attempt, f"no answer ({type(exc).__name__})")
+                self._transient(method, url, attempt=attempt,
+                                what=f"no answer ({type(exc).__name__})")
                 continue
             limit = rate_limit(resp, self.now(), self._secondary_seen)
             if limit is not None:
-                self._wait_for_limit(method, url, attempt, resp, limit)
+                self._wait_for_limit(method, url, attempt=attempt, resp=resp, limit=limit)
                 continue
             if resp.status_code in RETRY_STATUSES:
                 what = f"HTTP {resp.status_code}: {_message(resp)}"
-                self._transient(method, url, attempt, what, resp.status_code)
+                self._transient(method, url, attempt=attempt, what=what, status=resp.status_code)
                 continue
             return self._check(method, url, resp)
         raise AssertionError("unreachable")  # pragma: no cover - the last attempt raises
 
-    def _transient(self, method: str, url: str, attempt: int, what: str, status=None) -> None:
+    def _transient(self, method: str, url: str, *, attempt: int, what: str, status=None) -> None:
         """A 5xx or no answer: retry later if that is safe and affordable, else raise."""
         where = f"GitHub API {method} {_path(url)}"
         if method not in IDEMPOTENT:
@@ -196,7 +197,7 @@ class GitHubClient:
             raise GitHubError(f"{what}; no time left to retry (max wait {self.max_wait_s:.0f} s)")
         self._sleep(wait)
 
-    def _wait_for_limit(self, method, url, attempt, resp, limit: RateLimit) -> None:
+    def _wait_for_limit(self, method, url, *, attempt, resp, limit: RateLimit) -> None:
         where = f"GitHub API {method} {_path(url)}"
         said = f"HTTP {resp.status_code}: {_message(resp)}"
         self._secondary_seen += limit.secondary
