@@ -11,7 +11,7 @@ from pathlib import Path
 
 from gate.core.errors import GateError
 from gate.core.git import run_git
-from gate.github.alerts import AlertSettings, Outcome, sync_alerts
+from gate.github.alerts import AlertSettings, AlertsSynced, sync_alerts
 from gate.github.client import GitHubClient
 from gate.github.permission import require_write
 from gate.history.detect import Ancestry
@@ -94,7 +94,7 @@ def git_ancestry(repo: Path) -> Ancestry:
 
 
 def alert(store: HistoryStore, detection: Detection, *, client: GitHubClient, author: str,
-          settings: AlertSettings) -> Outcome:
+          settings: AlertSettings) -> AlertsSynced:
     series = {s.key: s for s in store.all_series(judged_only=False)}
     return sync_alerts(client, author, detection=detection.series, series=series,
                        settings=settings)

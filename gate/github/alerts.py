@@ -54,7 +54,9 @@ def parse_issue(issue: dict[str, Any], author: str) -> AlertIssue | None:
 
 
 @dataclass
-class Outcome:
+class AlertsSynced:
+    """What sync_alerts did: the issues it created, updated, closed and dispatched a bisect for."""
+
     created: list[int] = field(default_factory=list)
     updated: list[int] = field(default_factory=list)
     closed: list[int] = field(default_factory=list)
@@ -92,11 +94,11 @@ def _match(issues: list[AlertIssue], sd: SeriesDetection, *, cp: ChangePoint, se
 
 
 def sync_alerts(client: GitHubClient, author: str, *, detection: list[SeriesDetection],
-                series: dict[str, Series], settings: AlertSettings) -> Outcome:
+                series: dict[str, Series], settings: AlertSettings) -> AlertsSynced:
     """Bring the issues in line with the change points of `detection` (`series` by key: the
     nights the bodies chart)."""
     issues = [a for i in client.list_issues() if (a := parse_issue(i, author)) is not None]
-    out, taken = Outcome(), set[int]()
+    out, taken = AlertsSynced(), set[int]()
     for sd in detection:
         s = series.get(sd.key)
         if s is None:
@@ -158,7 +160,7 @@ def _create(client: GitHubClient, author: str, title: str, body: str) -> int:
 
 
 def _open(client: GitHubClient, author: str, *, sd: SeriesDetection, cp: ChangePoint,
-          series: Series, settings: AlertSettings, out: Outcome) -> None:
+          series: Series, settings: AlertSettings, out: AlertsSynced) -> None:
     title = issue_title(sd, cp)
     body = issue_body(series, sd, cp, server_url=settings.server_url,
                       repository=client.repository, bisect=None)
