@@ -66,7 +66,8 @@ def start_server(burst: bool, core: int | None) -> tuple[subprocess.Popen, str]:
 def gate_client(url: str, n: int) -> dict:
     reqs = [Request(index=i, body={"model": "zero", "messages": [], "stream": True}, schema=None)
             for i in range(n)]
-    responses, start, end = asyncio.run(run_closed_loop(url, reqs, CONCURRENCY, 600))
+    responses, start, end = asyncio.run(run_closed_loop(url, reqs, concurrency=CONCURRENCY,
+                                                        timeout_s=600))
     ok = [r for r in responses if r.error is None]
     tokens = sum(r.output_tokens or 0 for r in ok)
     return {"ok": len(ok), "tok_s": tokens / (end - start),

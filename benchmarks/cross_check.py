@@ -39,7 +39,9 @@ def gate_cell(plan, base_url: str, concurrency: int, n: int) -> dict:
                     prompts=workload.prompts(plan.workload))
     cell = Cell("sweep", "guided", concurrency, n)
     reqs = m.build_requests(cell)
-    responses, start, end = asyncio.run(client.run_closed_loop(base_url, reqs, concurrency, 600))
+    responses, start, end = asyncio.run(client.run_closed_loop(base_url, reqs,
+                                                               concurrency=concurrency,
+                                                               timeout_s=600))
     schemas = {r.index: r.schema for r in reqs}
     records = [to_record(r, cell, schemas[r.index], 0.0) for r in responses]
     s = metrics.summarize_cell(records, "sweep", "guided", concurrency, 0, end - start)

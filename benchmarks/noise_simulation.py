@@ -125,7 +125,8 @@ def simulated_noise(rng: np.random.Generator, truth: Truth, off: float, blocks: 
     layout = Layout(blocks, design.rounds_per_block)
     pairs = {}
     for name, spread in truth.spreads.items():
-        drawn = draw(rng, Spread(spread.between / off, spread.within / off), 0.0, 1, layout)
+        drawn = draw(rng, Spread(spread.between / off, spread.within / off), change=0.0, paths=1,
+                     layout=layout)
         base, head = np.exp(drawn.base[0]), np.exp(drawn.head[0])
         pairs[name] = [seq.RoundPair(r, float(b), float(h))
                        for r, (b, h) in enumerate(zip(base, head, strict=True))]
@@ -149,11 +150,11 @@ def run_abs(rng: np.random.Generator, truth: Truth, noise: noise_mod.Noise,
         assert threshold is not None
         prior = noise.prior(slot.name, calibrated, design.rounds_per_block)
         specs.append(seq.CheckSpec(slot.name, threshold, slot.metric.direction, prior))
-        sides.append(draw(rng, truth.spreads[slot.name], changes.get(slot.name, 0.0), paths,
-                          layout))
+        sides.append(draw(rng, truth.spreads[slot.name], change=changes.get(slot.name, 0.0),
+                          paths=paths, layout=layout))
     runner = seq.runner_gauge([d.badness for d in sides], [s.prior for s in specs], design)
     for spec, drawn in zip(specs, sides, strict=True):
-        p = seq.run_paths(drawn.badness, spec, design, drawn.base, runner)
+        p = seq.run_paths(drawn.badness, spec, design=design, base=drawn.base, runner=runner)
         codes.append(p.code)
         ats.append(np.where(p.at > 0, p.at, design.max_rounds + 1))
     verdict, used = verdicts(Runs(np.array(codes), np.array(ats)), design.max_rounds)

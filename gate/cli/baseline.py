@@ -66,7 +66,8 @@ def handle(args, settings: Settings) -> int:
         source=f"gate baseline update (gate {results.gate_version})", results=str(path),
         gate_version=results.gate_version, note="; ".join(decision.acknowledged),
     )
-    written = bl.update_baseline(args.baselines_dir, results, figures, provenance, units)
+    written = bl.update_baseline(args.baselines_dir, results, figures=figures,
+                                 provenance=provenance, units=units)
     print(f"wrote baseline {written} ({len(figures)} figures, plan {results.plan.name}, "
           f"{results.fingerprint.hardware_key})")
     for note in decision.acknowledged:

@@ -265,7 +265,7 @@ def handle_alert(args, settings: Settings) -> int:
     alert = AlertSettings(server_url=settings.server_url, workflow=args.workflow, ref=args.ref,
                           bisect_plan=args.bisect_plan, dispatch=not args.no_dispatch)
     with opened(args.db) as store:
-        done = flow.alert(store, detection, client, author, alert)
+        done = flow.alert(store, detection, client=client, author=author, settings=alert)
     print(f"gate history alert: created {done.created or 'none'}, updated "
           f"{done.updated or 'none'}, closed {done.closed or 'none'}, bisect dispatched for "
           f"{done.dispatched or 'none'}")

@@ -83,7 +83,7 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
         title=args.title, max_chars=args.max_chars, chart_series=series,
         chart_name=args.chart.name if args.chart and head is not None else None, chart_note=note,
         history=_history(args.history, head) if args.history and head is not None else None,
-        trajectories=_looks(args, settings, verdict, head, base),
+        trajectories=_looks(args, settings, verdict=verdict, head=head, base=base),
     )
     return emit(args, render_report(ri), note)
 
@@ -96,7 +96,7 @@ def _history(path: Path, head) -> dict[str, list[float]]:
         return store.recent(head.plan.name, runner_key(head.fingerprint))
 
 
-def _looks(args, settings: Settings, verdict, head, base):
+def _looks(args, settings: Settings, *, verdict, head, base):
     """The A/B's sequential test look by look, replayed as gate compare judged it."""
     if verdict.mode != "ab" or head is None or base is None:
         return None

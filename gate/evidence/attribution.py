@@ -122,7 +122,7 @@ class FunctionEvidence(BaseModel):
         """'+14 ms per 1k output tokens in apply_grammar_bitmask, utils.py:128-198'."""
         kind = "" if self.tier == "self" else " (inclusive: in it or what it calls)"
         where = f"{self.file}:{self.lines}" if self.lines else self.file
-        return f"{fmt_ms(self.added_ms)} per 1k output tokens{kind} in {self.name}, {where}"
+        return f"{signed_ms(self.added_ms)} per 1k output tokens{kind} in {self.name}, {where}"
 
 
 class RankedHunk(BaseModel):
@@ -156,7 +156,7 @@ class Evidence(BaseModel):
     notes: list[str] = Field(default_factory=list)
 
 
-def fmt_ms(value: float) -> str:
+def signed_ms(value: float) -> str:
     return f"{value:+.0f} ms" if abs(value) >= 10 else f"{value:+.1f} ms"
 
 

@@ -53,7 +53,7 @@ def select_hunks(patch: str, wanted: list[Hunk]) -> str:
     return "".join(out)
 
 
-def apply_hunks(repo: Path, parent: str, head: str, hunks: list[Hunk], scratch: Path
+def apply_hunks(repo: Path, parent: str, *, head: str, hunks: list[Hunk], scratch: Path
                 ) -> dict[str, bytes | None]:
     """The contents of every file `hunks` touch after applying them (and no other hunk)
     onto `parent`'s versions: path -> bytes, None for a file the hunks delete. A GateError

@@ -42,7 +42,7 @@ class ArmWait:
         return self.queue_ms - self.free_queue_ms
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class WaitRow:
     arm: str
     concurrency: int
@@ -128,7 +128,7 @@ def wait_rows(head: Results, base: Results | None) -> list[WaitRow]:
         for level in sorted({c.concurrency for c in head.cells_of("sweep", arm)}):
             h = arm_wait(head, arm, level)
             b = arm_wait(base, arm, level) if base is not None else None
-            rows.append(WaitRow(arm, level, h, b, cause(h, b)))
+            rows.append(WaitRow(arm=arm, concurrency=level, head=h, base=b, cause=cause(h, b)))
     return rows
 
 

@@ -130,7 +130,7 @@ def _next(state: BisectState) -> str | None:
     return next_commit([c.sha for c in state.commits], _verdicts(state))
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _Steps:
     """What every step of this session uses."""
 
@@ -159,8 +159,9 @@ class _Steps:
         modules = self.builds.changed_modules(self.good.commit, commit)
         if problem := self.builds.import_problem(build, self.good, modules):
             return {"verdict": StepVerdict.SKIPPED, "reason": problem, "build": build.how}
-        measured = decide(self.settings, BuildUnderTest(self.good.python, self.good.env),
-                          BuildUnderTest(build.python, build.env), folder, self.run)
+        measured = decide(self.settings, base=BuildUnderTest(self.good.python, self.good.env),
+                          head=BuildUnderTest(build.python, build.env), folder=folder,
+                          runner=self.run)
         return {**measured.model_dump(), "build": build.how,
                 "verdict": step_verdict(measured.outcome, measured.screened),
                 "folder": relative(measured.folder, self.out),
@@ -176,7 +177,8 @@ def _measure(state: BisectState, checkpoint: Checkpoint, options: BisectOptions,
         good = builds.build(state.good.sha, fresh_folder(options.out / "good") / "build")
     except NotBuilt as exc:
         raise ReferenceBroken(str(exc)) from None
-    _walk(_Steps(state, options.out, settings, builds, good, run), checkpoint)
+    _walk(_Steps(state=state, out=options.out, settings=settings, builds=builds, good=good,
+                 run=run), checkpoint)
     chain.run_after(state, HunkReference(builds, good))
 
 
@@ -213,8 +215,8 @@ class _Chain:
         if hunks is None:
             return False
         try:
-            self.result = hunks_after_bisect(hunks, self.options.out, self.settings, self.run,
-                                             reference)
+            self.result = hunks_after_bisect(hunks, self.options.out, settings=self.settings,
+                                             run=self.run, reference=reference)
         except Uncached:
             return True
         return False

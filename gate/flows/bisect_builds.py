@@ -30,8 +30,9 @@ class StepBuilds:
         written over its package files. NotBuilt when it cannot be made here."""
         plan = commit_build.overlay_for(self.repo, commit, self.builds)
         if plan is None:
-            installed = commit_build.install_commit(self.repo, commit, self.mode,
-                                                    dest / "install", self.builds[0].python)
+            installed = commit_build.install_commit(self.repo, commit, mode=self.mode,
+                                                    dest=dest / "install",
+                                                    python=self.builds[0].python)
             self.builds.append(installed)
             self.on_install(installed)
             plan = commit_build.Overlay(base=installed, files=[], removed=[])

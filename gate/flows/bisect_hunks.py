@@ -65,7 +65,7 @@ def bisect_hunks(options: HunksOptions, settings: ABSettings, run: ABRunner | No
     state = open_hunks_state(options, settings)
     checkpoint = Checkpoint(state, options.out / HUNKS_STATE_FILE)
     checkpoint.save()
-    tester = Tester(state, checkpoint, options.out, settings, run or ABRunner())
+    tester = Tester(state, checkpoint, out=options.out, settings=settings, run=run or ABRunner())
     try:
         minimal = _replay_or_measure(state, checkpoint, options, tester)
     except ReferenceBroken as exc:
@@ -88,7 +88,8 @@ def open_hunks_state(options: HunksOptions, settings: ABSettings) -> HunksState:
     base = InstalledBuild(commit=resolve_ref(repo, options.installed_commit or parent),
                           python=options.python,
                           package_dir=str(installed_package(options.python)))
-    fresh = _new_state(repo, parent, head, settings, [base], PARENT_REFERENCE)
+    fresh = _new_state(repo, parent, head=head, settings=settings, builds=[base],
+                       reference=PARENT_REFERENCE)
     stored = load_state(HunksState, options.out / HUNKS_STATE_FILE)
     if stored is None:
         return fresh
@@ -98,7 +99,7 @@ def open_hunks_state(options: HunksOptions, settings: ABSettings) -> HunksState:
     return stored
 
 
-def _new_state(repo: Path, parent: str, head: str, settings: ABSettings,
+def _new_state(repo: Path, parent: str, *, head: str, settings: ABSettings,
                builds: list[InstalledBuild], reference: str) -> HunksState:
     hunkset = python_hunks(repo, parent, head)
     if not hunkset.hunks:
@@ -137,7 +138,8 @@ def after_bisect_state(bisect: BisectState, culprit: StepRecord, out: Path,
     exactly the parent plus these hunks."""
     repo = Path(bisect.repo)
     parent = first_parent(repo, culprit.commit) or bisect.good.sha
-    fresh = _new_state(repo, parent, culprit.commit, settings, bisect.builds, GOOD_REFERENCE)
+    fresh = _new_state(repo, parent, head=culprit.commit, settings=settings, builds=bisect.builds,
+                       reference=GOOD_REFERENCE)
     stored = load_state(HunksState, out / HUNKS_STATE_FILE)
     if stored is not None:
         check_same(stored, fresh, ("repo", "parent", "head", "plan_hash", "hunks",
@@ -152,12 +154,12 @@ def after_bisect_state(bisect: BisectState, culprit: StepRecord, out: Path,
     return fresh
 
 
-def hunks_after_bisect(state: HunksState, out: Path, settings: ABSettings, run: ABRunner,
+def hunks_after_bisect(state: HunksState, out: Path, *, settings: ABSettings, run: ABRunner,
                        reference: HunkReference | None) -> HunksResult:
     """Delta-debug the first bad commit against the good build; with no reference, only
     replay what is stored: Uncached when something is left to measure."""
     checkpoint = Checkpoint(state, out / HUNKS_STATE_FILE)
-    tester = Tester(state, checkpoint, out, settings, run)
+    tester = Tester(state, checkpoint, out=out, settings=settings, run=run)
     if reference is not None:
         tester.start(reference)
     minimal = search(state, checkpoint, out, tester)

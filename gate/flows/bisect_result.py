@@ -81,7 +81,7 @@ def assemble(state: BisectState, out: Path, watch: list[str]) -> BisectResult:
                      "decided")
     culprit = _info(state, conclusion.first_bad)
     record = next(s for s in state.steps if s.commit == culprit.sha)
-    hunks, ranked_by = ranked_hunks(state, record, out, watch, notes)
+    hunks, ranked_by = ranked_hunks(state, record, out=out, watch=watch, notes=notes)
     return BisectResult(
         **base, outcome=BisectOutcome.FOUND, first_bad=culprit, candidates=[culprit],
         hunks=hunks, hunks_ranked_by=ranked_by, notes=notes,
@@ -110,7 +110,7 @@ def _endpoints_result(state: BisectState, endpoints: StepRecord) -> BisectResult
     return BisectResult(**_base(state), outcome=outcome, headline=headline)
 
 
-def ranked_hunks(state: BisectState, record: StepRecord, out: Path, watch: list[str],
+def ranked_hunks(state: BisectState, record: StepRecord, *, out: Path, watch: list[str],
                  notes: list[str]) -> tuple[HunkSet | None, str]:
     """The first bad commit's hunks (against its first parent), ranked by the profile diff
     of its step when there is one, else by the patterns of known regressions."""

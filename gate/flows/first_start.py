@@ -127,7 +127,7 @@ def first_starts(plan: Plan, candidates: list[Candidate], *, out: Path, cache_di
     done: list[FirstStart] = []
     for group in groups:
         if group:
-            done += _start_group(plan, group, out, cache_dir, log)
+            done += _start_group(plan, group, out=out, cache_dir=cache_dir, log=log)
     for start, c in zip(done, todo, strict=True):
         write_atomic(record_path(cache_dir, plan, c), FirstStartRecord(
             build=c.name, python=c.python, seconds=start.seconds,
@@ -137,13 +137,14 @@ def first_starts(plan: Plan, candidates: list[Candidate], *, out: Path, cache_di
     return done
 
 
-def _start_group(plan: Plan, group: list[Candidate], out: Path, cache_dir: Path,
+def _start_group(plan: Plan, group: list[Candidate], *, out: Path, cache_dir: Path,
                  log: Progress) -> list[FirstStart]:
     with contextlib.ExitStack() as stack:
         started: list[tuple[Candidate, StartedServer]] = []
         for c in group:  # all launched before any is waited for: their starts overlap
             log(f"{c.label}: first start of {c.name} (compile caches are filled now)")
-            launch = Launch(c.label, out / c.label / "first-start", cache_dir, c.python, c.env)
+            launch = Launch(c.label, out / c.label / "first-start", cache_dir=cache_dir,
+                            python=c.python, env=c.env)
             info = ServerInfo(base_url="", started_by_gate=True, model="")
             try:
                 server = start_server(plan, launch, info, log)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from gate.core.errors import GateError
 from gate.core.git import run_git
-from gate.github.alerts import AlertSettings, Outcome, sync_alerts
+from gate.github.alerts import AlertSettings, AlertsSynced, sync_alerts
 from gate.github.client import GitHubClient
 from gate.github.permission import require_write
 from gate.history.detect import Ancestry
@@ -77,7 +77,8 @@ def acknowledged_verdict(verdict: Verdict, store: HistoryStore, pr: int, head_sh
                          ) -> Verdict:
     kept = store.acknowledgements(pr=pr)
     return ack.apply_acknowledgements(verdict, [
-        ack.Acknowledgement(a.check, a.login, a.reason, a.head_sha, a.created_at) for a in kept
+        ack.Acknowledgement(check=a.check, login=a.login, reason=a.reason, head_sha=a.head_sha,
+                            at=a.created_at) for a in kept
     ], head_sha)
 
 
@@ -92,7 +93,8 @@ def git_ancestry(repo: Path) -> Ancestry:
     return is_ancestor
 
 
-def alert(store: HistoryStore, detection: Detection, client: GitHubClient, author: str,
-          settings: AlertSettings) -> Outcome:
+def alert(store: HistoryStore, detection: Detection, *, client: GitHubClient, author: str,
+          settings: AlertSettings) -> AlertsSynced:
     series = {s.key: s for s in store.all_series(judged_only=False)}
-    return sync_alerts(client, author, detection.series, series, settings)
+    return sync_alerts(client, author, detection=detection.series, series=series,
+                       settings=settings)

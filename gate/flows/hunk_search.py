@@ -85,7 +85,7 @@ class Tester:
     """ddmin's test: does this set of hunks alone reproduce? Outcomes are stored and reused;
     until `start`, a configuration not measured before raises Uncached."""
 
-    def __init__(self, state: HunksState, checkpoint: Checkpoint, out: Path,
+    def __init__(self, state: HunksState, checkpoint: Checkpoint, *, out: Path,
                  settings: ABSettings, run: ABRunner):
         self.state, self.checkpoint, self.out = state, checkpoint, out
         self.settings, self.run = settings, run
@@ -129,16 +129,18 @@ class Tester:
     def _fields(self, config: Config, folder: Path, reference: HunkReference) -> dict:
         state = self.state
         try:
-            files = apply_hunks(Path(state.repo), state.parent.sha, state.head.sha,
-                                [state.hunks[i] for i in sorted(config)], folder / "files")
+            files = apply_hunks(Path(state.repo), state.parent.sha, head=state.head.sha,
+                                hunks=[state.hunks[i] for i in sorted(config)],
+                                scratch=folder / "files")
             build = reference.builds.build(state.parent.sha, folder / "build", replace=files)
         except (GateError, NotBuilt) as exc:
             return {"reproduces": False, "reason": f"could not be built: {exc}"}
         modules = sorted({m for p in files if (m := module_name(p))})
         if problem := reference.builds.import_problem(build, reference.build, modules):
             return {"reproduces": False, "reason": problem, "build": build.how}
-        measured = decide(self._settings_for(len(state.tests)), reference.side,
-                          BuildUnderTest(build.python, build.env), folder, self.run)
+        measured = decide(self._settings_for(len(state.tests)), base=reference.side,
+                          head=BuildUnderTest(build.python, build.env), folder=folder,
+                          runner=self.run)
         return {**measured.model_dump(), "build": build.how,
                 "reproduces": measured.outcome == Outcome.FAIL,
                 "folder": relative(measured.folder, self.out),

@@ -1,6 +1,6 @@
 """`gate run`: measure one build with a plan and write results.json.
 
-Open a session on the build's server (start it, or reach it by URL), warm up, then per repeat
+Open a measured build on the build's server (start it, or reach it by URL), warm up, then per repeat
 measure the drain and the sweep cells in the plan's order (gate.measure.measured_build). The server is
 stopped on every exit path; a broken measurement still yields Results, with status `error`
 and the reasons, and never replaces a stored results.json.
@@ -40,7 +40,8 @@ class RunOptions:
     env: dict[str, str] = field(default_factory=dict)  # this build's environment (A/B arms)
 
     def launch(self) -> Launch:
-        return Launch(self.label, self.out, self.cache_dir, self.python, self.env, self.base_url)
+        return Launch(self.label, self.out, cache_dir=self.cache_dir, python=self.python,
+                      env=self.env, base_url=self.base_url)
 
 
 def server_info(plan: Plan, opts: RunOptions) -> ServerInfo:
@@ -61,24 +62,26 @@ def measure_build(plan: Plan, opts: RunOptions, progress: Progress) -> Results:
     opts.out.mkdir(parents=True, exist_ok=True)
     fp = collect_fingerprint(plan, opts, timings)
     info = server_info(plan, opts)
-    session: MeasuredBuild | None = None
+    measured: MeasuredBuild | None = None
     errors: list[str] = []
     try:
-        with open_measured_build(plan, opts.launch(), info, progress) as session:
+        with open_measured_build(plan, opts.launch(), info, progress) as measured:
             for repeat in range(plan.repeats):
                 for cell in cells_for_repeat(plan, repeat):
-                    session.measure(cell)
+                    measured.measure(cell)
     except MeasurementError as exc:
         errors.append(str(exc))
         progress(f"measurement error: {str(exc).splitlines()[0]}")
     timings["total_s"] = time.monotonic() - started
-    return assemble(plan, opts.label, fp, info, session, errors, timings)
+    return assemble(plan, opts.label, fp=fp, info=info, session=measured, errors=errors,
+                    timings=timings)
 
 
 def assemble(plan: Plan, label: str, fp: Fingerprint, info: ServerInfo,
              session: MeasuredBuild | None, errors: list[str], timings: dict[str, float]
              ) -> Results:
-    """results.json's content from what a session measured (nothing, if it never opened)."""
+    """results.json's content from what a measured build measured (nothing, if it never
+    opened)."""
     records = session.records if session else []
     cells = session.cells if session else []
     errors = errors + (session.problems() if session else [])

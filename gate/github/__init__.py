@@ -1,10 +1,3 @@
 """Talking to GitHub: the REST client, the sticky comment and its hand-over file, job
 summary, outputs and annotations, workflow commands on stdout, and the run-time trust
 checks before PR code reaches a self-hosted runner."""
-
-from gate.core.exports import lazy_exports
-
-__getattr__, __all__ = lazy_exports(__name__, {
-    "client": ["GitHubClient"],
-    "publish": ["PublishOptions", "publish"],
-})

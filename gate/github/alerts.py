@@ -25,7 +25,7 @@ NEAR_NIGHTS = 2  # a change point this close to an open issue's is the same one,
 CREATE_ATTEMPTS = 3
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class AlertIssue:
     number: int
     state: str
@@ -48,12 +48,15 @@ def parse_issue(issue: dict[str, Any], author: str) -> AlertIssue | None:
     found = _RANGE.match(lines[1])
     if not found:
         return None
-    return AlertIssue(int(issue["number"]), str(issue.get("state")),
-                      lines[0][len(prefix):-len(suffix)], found.group(1), found.group(2), body)
+    return AlertIssue(number=int(issue["number"]), state=str(issue.get("state")),
+                      series_key=lines[0][len(prefix):-len(suffix)], last_good=found.group(1),
+                      first_bad=found.group(2), body=body)
 
 
 @dataclass
-class Outcome:
+class AlertsSynced:
+    """What sync_alerts did: the issues it created, updated, closed and dispatched a bisect for."""
+
     created: list[int] = field(default_factory=list)
     updated: list[int] = field(default_factory=list)
     closed: list[int] = field(default_factory=list)
@@ -77,7 +80,7 @@ def _index_of(series: Series, commit: str) -> int | None:
     return None
 
 
-def _match(issues: list[AlertIssue], sd: SeriesDetection, cp: ChangePoint, series: Series,
+def _match(issues: list[AlertIssue], sd: SeriesDetection, *, cp: ChangePoint, series: Series,
            taken: set[int]) -> AlertIssue | None:
     mine = [i for i in issues if i.series_key == sd.key and i.number not in taken]
     for i in mine:
@@ -90,25 +93,25 @@ def _match(issues: list[AlertIssue], sd: SeriesDetection, cp: ChangePoint, serie
     return None
 
 
-def sync_alerts(client: GitHubClient, author: str, detection: list[SeriesDetection],
-                series: dict[str, Series], settings: AlertSettings) -> Outcome:
+def sync_alerts(client: GitHubClient, author: str, *, detection: list[SeriesDetection],
+                series: dict[str, Series], settings: AlertSettings) -> AlertsSynced:
     """Bring the issues in line with the change points of `detection` (`series` by key: the
     nights the bodies chart)."""
     issues = [a for i in client.list_issues() if (a := parse_issue(i, author)) is not None]
-    out, taken = Outcome(), set[int]()
+    out, taken = AlertsSynced(), set[int]()
     for sd in detection:
         s = series.get(sd.key)
         if s is None:
             continue
         for cp in [c for c in sd.change_points if c.regression]:
-            found = _match(issues, sd, cp, s, taken)
+            found = _match(issues, sd, cp=cp, series=s, taken=taken)
             if found is not None:
                 taken.add(found.number)
             state = ("recovered" if cp.recovered_at else
                      "acknowledged" if cp.acknowledged else "open")
             if found is None:
                 if state == "open":
-                    _open(client, author, sd, cp, s, settings, out)
+                    _open(client, author, sd=sd, cp=cp, series=s, settings=settings, out=out)
                 continue
             if found.state != "open":
                 continue  # closed (by us on recovery, or by a person): left closed
@@ -156,28 +159,28 @@ def _create(client: GitHubClient, author: str, title: str, body: str) -> int:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _open(client: GitHubClient, author: str, sd: SeriesDetection, cp: ChangePoint, s: Series,
-          settings: AlertSettings, out: Outcome) -> None:
+def _open(client: GitHubClient, author: str, *, sd: SeriesDetection, cp: ChangePoint,
+          series: Series, settings: AlertSettings, out: AlertsSynced) -> None:
     title = issue_title(sd, cp)
-    body = issue_body(s, sd, cp, server_url=settings.server_url,
+    body = issue_body(series, sd, cp, server_url=settings.server_url,
                       repository=client.repository, bisect=None)
     number = _create(client, author, title, body)
     out.created.append(number)
     bisect = Bisect(settings.workflow, False, "dispatch switched off (--no-dispatch)")
     if settings.dispatch:
-        bisect = _dispatch(client, cp, sd, number, settings)
+        bisect = _dispatch(client, cp, sd=sd, issue=number, settings=settings)
         if bisect.dispatched:
             out.dispatched.append(number)
         else:
             out.notes.append(f"issue {number}: bisect not dispatched: {bisect.note}")
-    client.update_issue(number, body=issue_body(s, sd, cp, server_url=settings.server_url,
+    client.update_issue(number, body=issue_body(series, sd, cp, server_url=settings.server_url,
                                                 repository=client.repository, bisect=bisect))
 
 
 FULL_SHA = re.compile(r"[0-9a-f]{40}")
 
 
-def _dispatch(client: GitHubClient, cp: ChangePoint, sd: SeriesDetection, issue: int,
+def _dispatch(client: GitHubClient, cp: ChangePoint, *, sd: SeriesDetection, issue: int,
               settings: AlertSettings) -> Bisect:
     """workflow_dispatch of the bisect over (last_good, first_bad] with the issue to report to;
     its `check` job checks both commits are on the default branch before any GPU runs."""

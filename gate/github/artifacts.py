@@ -30,7 +30,7 @@ MAX_BYTES = 512 << 20
 MAX_FILES = 5000
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EarlierRun:
     run_id: int
     url: str
@@ -57,8 +57,9 @@ def find_earlier_run(client: GitHubClient, *, workflows: list[str], sha: str,
             answer = client.request("GET", path, params={"name": name}).json()
             for artifact in _items(answer, "artifacts", path):
                 if artifact.get("name") == name and not artifact.get("expired"):
-                    return EarlierRun(int(run["id"]), str(run.get("html_url", "")), workflow,
-                                      int(artifact["id"]), name)
+                    return EarlierRun(run_id=int(run["id"]), url=str(run.get("html_url", "")),
+                                      workflow=workflow, artifact_id=int(artifact["id"]),
+                                      artifact=name)
     return None
 
 

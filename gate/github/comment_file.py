@@ -53,8 +53,8 @@ class CommentRun(BaseModel):
         return value
 
     def run_input(self) -> RunInput:
-        return RunInput(self.verdict, self.head, self.base, self.hunks, self.label,
-                        profile_diff=self.profile_diff, evidence=self.evidence)
+        return RunInput(verdict=self.verdict, head=self.head, base=self.base, hunks=self.hunks,
+                        label=self.label, profile_diff=self.profile_diff, evidence=self.evidence)
 
 
 def slim(results: Results | None) -> Results | None:

@@ -119,7 +119,7 @@ class Posted:
     author: str | None
 
 
-def create_once(client: GitHubClient, pr: int, body: str, marker_id: str, login: str,
+def create_once(client: GitHubClient, pr: int, *, body: str, marker_id: str, login: str,
                 seen: set[int]) -> dict:
     """POST the comment. A POST that got a 5xx or no answer may still have landed: list the
     comments again and take ours if it did, so that one 502 never makes two comments."""
@@ -136,7 +136,7 @@ def create_once(client: GitHubClient, pr: int, body: str, marker_id: str, login:
     raise GitHubError(f"could not create the comment after {CREATE_ATTEMPTS} tries: {last}")
 
 
-def post_sticky(client: GitHubClient, pr: int, body: str, marker_id: str, outcome: str,
+def post_sticky(client: GitHubClient, pr: int, *, body: str, marker_id: str, outcome: str,
                 identity: Identity) -> Posted:
     comments = client.list_comments(pr)
     previous = find_sticky(comments, marker_id, identity.login)
@@ -148,7 +148,8 @@ def post_sticky(client: GitHubClient, pr: int, body: str, marker_id: str, outcom
         action = "updated"
     else:
         seen = {int(c["id"]) for c in comments if "id" in c}
-        comment = create_once(client, pr, body, marker_id, identity.login, seen)
+        comment = create_once(client, pr, body=body, marker_id=marker_id, login=identity.login,
+                              seen=seen)
         action = "created-on-fail" if previous is not None else "created"
     author = (comment.get("user") or {}).get("login")
     return Posted(action, comment["id"], comment.get("html_url", ""), author)
@@ -230,8 +231,9 @@ def publish(
     outputs = {"verdict": verdict.outcome.value, "exit-code": str(verdict.exit_code),
                "headline": verdict.headline, "watched-changed": watched_changed(runs),
                **(options.outputs or {})}
-    posted, reason = _try_comment(settings, body, verdict.outcome.value, options.bot_login,
-                                  client_factory, err)
+    posted, reason = _try_comment(settings, body, outcome=verdict.outcome.value,
+                                  bot_login=options.bot_login, client_factory=client_factory,
+                                  err=err)
     if posted:
         outputs.update({"comment-url": posted.url, "comment-action": posted.action})
         print(f"gate publish: comment {posted.action} ({posted.url})", file=err)
@@ -258,7 +260,7 @@ def watched_changed(runs: list[CommentRun]) -> str:
     return "true" if any(r.hunks.files_watched for r in runs if r.hunks) else "false"
 
 
-def _try_comment(settings, body, outcome, bot_login, client_factory, err):
+def _try_comment(settings, body, *, outcome, bot_login, client_factory, err):
     if not settings.comment:
         return None, "commenting is off (--no-comment)"
     if settings.pr_number is None:
@@ -268,8 +270,8 @@ def _try_comment(settings, body, outcome, bot_login, client_factory, err):
     try:
         client = client_factory(settings)
         identity = identify(client, bot_login)
-        posted = post_sticky(client, settings.pr_number, body, settings.marker_id, outcome,
-                             identity)
+        posted = post_sticky(client, settings.pr_number, body=body, marker_id=settings.marker_id,
+                             outcome=outcome, identity=identity)
     except GitHubForbidden as exc:
         workflow_command(err, f"::notice title=Perf gate::{escape_data(str(exc))}")
         return None, "no permission to comment (fork PR or read-only token)"
@@ -339,8 +341,8 @@ def post_comment_file(
             )
     body = render_comment([r.run_input() for r in handover.runs], settings.marker_id)
     identity = identify(client, bot_login)
-    posted = post_sticky(client, number, body, settings.marker_id, handover.outcome.value,
-                         identity)
+    posted = post_sticky(client, number, body=body, marker_id=settings.marker_id,
+                         outcome=handover.outcome.value, identity=identity)
     _check_author(posted, identity, err)
     print(f"gate publish: comment {posted.action} on PR #{number} ({posted.url})", file=err)
     write_outputs(settings.output, {"comment-url": posted.url, "comment-action": posted.action})

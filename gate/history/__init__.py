@@ -1,11 +1,3 @@
 """The default branch watched over time: a history store (one SQLite file) fed by every
 default-branch run, one entry per commit x plan x runner class x check; change points found
 in each check's series; the acknowledgements of intended slowdowns kept beside them."""
-
-from gate.core.exports import lazy_exports
-
-__getattr__, __all__ = lazy_exports(__name__, {
-    "store": ["HistoryStore", "open_store"],
-    "detect": ["DetectSettings", "detect_series", "detect_store"],
-    "model": ["Acknowledgement", "ChangePoint", "Detection", "Series"],
-})

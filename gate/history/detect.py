@@ -70,7 +70,7 @@ def night_noise(logs: np.ndarray) -> float:
     return max(mad * MAD_TO_SD, SIGMA_FLOOR)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Split:
     at: int
     p: float
@@ -104,7 +104,9 @@ def _split(y: np.ndarray, lo: int, at: int, hi: int) -> _Split:
     if short.size > 2:
         toward = np.argmax(short) if np.median(short) > np.median(other) else np.argmin(short)
         short = np.delete(short, toward)
-    return _Split(at, _t_p(left, right), _t_p(short, other), ml, mr, *_sides(left, right, ml, mr))
+    on_left, on_right, size = _sides(left, right, ml, mr)
+    return _Split(at=at, p=_t_p(left, right), p_without=_t_p(short, other), before=ml, after=mr,
+                  left=on_left, right=on_right, size=size)
 
 
 def _sides(left: np.ndarray, right: np.ndarray, ml: float, mr: float) -> tuple[int, int, int]:
@@ -151,7 +153,7 @@ def _worse(change: float, direction: str) -> bool:
     return change < 0 if direction == "higher_is_better" else change > 0
 
 
-def _pending(y: np.ndarray, start: int, series: Series, sigma: float, st: DetectSettings
+def _pending(y: np.ndarray, start: int, *, series: Series, sigma: float, st: DetectSettings
              ) -> Pending | None:
     """The latest nights (fewer than min_persistence) that sit off the level of the last
     segment, every one by more than min_sigmas units of noise, on the same side."""
@@ -210,7 +212,7 @@ def detect_series(series: Series, settings: DetectSettings | None = None, *,
             cp, series, acknowledgements or [], is_ancestor)}))
     cps = _recoveries(cps, series, sigma, st)
     start = cps[-1].index if cps else 0
-    pending = _pending(y, start, series, sigma, st) if y.size >= 2 else None
+    pending = _pending(y, start, series=series, sigma=sigma, st=st) if y.size >= 2 else None
     last = cps[-1] if cps else None
     standing = last is not None and last.regression and last.acknowledged is None
     why = ""

@@ -16,8 +16,11 @@ from gate.core.text import one_line
 from gate.judge.verdict import Acknowledged, Outcome, Verdict, worst
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Acknowledgement:
+    """What the judge reads of an acknowledgement (the history file keeps the whole record:
+    gate.history.model.Acknowledgement)."""
+
     check: str
     login: str
     reason: str

@@ -254,6 +254,7 @@ def build_baseline(
 def update_baseline(
     directory: str | Path,
     results: Results,
+    *,
     figures: dict[str, list[float]],
     provenance: Provenance,
     units: dict[str, str] | None = None,

@@ -30,7 +30,7 @@ HIGHER: Direction = "higher_is_better"
 LOWER: Direction = "lower_is_better"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Metric:
     key: str
     label: str
@@ -45,11 +45,6 @@ class Metric:
     arm: str = "guided"  # the arm whose cells it reads
     ratio_field: str = "tpot_p50_ratio"  # phase "ratio": the LevelRatio field it reads
 
-    @property
-    def about_ttft(self) -> bool:
-        """A time-to-first-token figure (grammar compilation and its cache show there)."""
-        return "ttft" in self.key
-
 
 def _dist(attr: str, stat: str) -> Callable[[CellSummary], float | None]:
     def get(cell: CellSummary) -> float | None:
@@ -60,31 +55,37 @@ def _dist(attr: str, stat: str) -> Callable[[CellSummary], float | None]:
 
 
 DRAIN_METRICS = (
-    Metric("req_per_min", "drain req/min", "req/min", HIGHER, "drain_throughput_pct", "drain",
-           lambda c: c.requests_per_min),
-    Metric("output_tok_s", "drain output tok/s", "tok/s", HIGHER, "drain_throughput_pct",
-           "drain", lambda c: c.output_throughput, judged=False),
+    Metric(key="req_per_min", label="drain req/min", unit="req/min", direction=HIGHER,
+           threshold_field="drain_throughput_pct", phase="drain",
+           get=lambda c: c.requests_per_min),
+    Metric(key="output_tok_s", label="drain output tok/s", unit="tok/s", direction=HIGHER,
+           threshold_field="drain_throughput_pct", phase="drain",
+           get=lambda c: c.output_throughput, judged=False),
 )
 SWEEP_METRICS = (
-    Metric("tpot_p50_ms", "TPOT p50", "ms", LOWER, "tpot_p50_pct", "sweep",
-           _dist("tpot_ms", "p50")),
-    Metric("tpot_p99_ms", "TPOT p99", "ms", LOWER, "tpot_p99_pct", "sweep",
-           _dist("tpot_ms", "p99")),
-    Metric("itl_p99_ms", "ITL p99", "ms", LOWER, "itl_p99_pct", "sweep", _dist("itl_ms", "p99")),
+    Metric(key="tpot_p50_ms", label="TPOT p50", unit="ms", direction=LOWER,
+           threshold_field="tpot_p50_pct", phase="sweep", get=_dist("tpot_ms", "p50")),
+    Metric(key="tpot_p99_ms", label="TPOT p99", unit="ms", direction=LOWER,
+           threshold_field="tpot_p99_pct", phase="sweep", get=_dist("tpot_ms", "p99")),
+    Metric(key="itl_p99_ms", label="ITL p99", unit="ms", direction=LOWER,
+           threshold_field="itl_p99_pct", phase="sweep", get=_dist("itl_ms", "p99")),
 )
-OVERHEAD = Metric("tpot_p50", "guided/free TPOT p50", "x", LOWER, "overhead_pct", "ratio",
-                  lambda c: None)
+OVERHEAD = Metric(key="tpot_p50", label="guided/free TPOT p50", unit="x", direction=LOWER,
+                  threshold_field="overhead_pct", phase="ratio", get=lambda c: None)
 TTFT_METRICS = tuple(
-    Metric(key, label, "ms", LOWER, field, "sweep", _dist("ttft_ms", stat), arm=arm)
+    Metric(key=key, label=label, unit="ms", direction=LOWER, threshold_field=field,
+           phase="sweep", get=_dist("ttft_ms", stat), arm=arm)
     for arm in ("guided", "unique")
     for key, label, field, stat in (("ttft_p50_ms", "TTFT p50", "ttft_p50_pct", "p50"),
                                     ("ttft_p90_ms", "TTFT p90", "ttft_tail_pct", "p90"))
 )
 TTFT_WAIT = (
-    Metric("ttft_p50", "guided/free TTFT p50", "x", LOWER, "ttft_wait_pct", "ratio",
-           lambda c: None, ratio_field="ttft_p50_ratio"),
-    Metric("unique_ttft_p50", "unique-schema/free TTFT p50", "x", LOWER, "ttft_wait_pct",
-           "ratio", lambda c: None, arm="unique", ratio_field="unique_ttft_p50_ratio"),
+    Metric(key="ttft_p50", label="guided/free TTFT p50", unit="x", direction=LOWER,
+           threshold_field="ttft_wait_pct", phase="ratio", get=lambda c: None,
+           ratio_field="ttft_p50_ratio"),
+    Metric(key="unique_ttft_p50", label="unique-schema/free TTFT p50", unit="x",
+           direction=LOWER, threshold_field="ttft_wait_pct", phase="ratio", get=lambda c: None,
+           arm="unique", ratio_field="unique_ttft_p50_ratio"),
 )
 ARM_WORDS = {"guided": "guided", "unique": "unique schemas"}
 WAIT_FIELDS = {m.ratio_field for m in TTFT_WAIT}

@@ -74,7 +74,7 @@ class Context:
         return bool(self.head.fingerprint.gpus)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Judged:
     """What a judge found: its checks, the family they share, and what it has to say."""
 
@@ -91,12 +91,12 @@ class Judged:
     reported: list[ReportedFigure] = field(default_factory=list)  # shown, not judged
 
     def add(self, other: Judged) -> Judged:
-        return Judged(self.checks + other.checks, max(self.family, other.family),
-                      self.errors + other.errors, self.causes | other.causes,
-                      self.notes + other.notes, self.validity + other.validity,
-                      " ".join(m for m in (self.method, other.method) if m),
-                      other.rounds or self.rounds, self.mismatch + other.mismatch,
-                      self.reported + other.reported)
+        return Judged(checks=self.checks + other.checks, family=max(self.family, other.family),
+                      errors=self.errors + other.errors, causes=self.causes | other.causes,
+                      notes=self.notes + other.notes, validity=self.validity + other.validity,
+                      method=" ".join(m for m in (self.method, other.method) if m),
+                      rounds=other.rounds or self.rounds, mismatch=self.mismatch + other.mismatch,
+                      reported=self.reported + other.reported)
 
 
 def _validity(res: Results, thresholds: Thresholds, who: str) -> Judged:
@@ -185,8 +185,8 @@ class ABReference:
              for n, p in paired.items() if p], [priors[n] for n, p in paired.items() if p],
             design)
         checks = [c for slot in found
-                  for c in self._paired(ctx, slot, paired[slot.name], priors[slot.name], design,
-                                        runner)]
+                  for c in self._paired(ctx, slot, pairs=paired[slot.name],
+                                        prior=priors[slot.name], design=design, runner=runner)]
         notes = ["guided/free ratio judged against the base build's (paired overhead), not "
                  "against the absolute bound"]
         if not ctx.noise.calibrations:
@@ -199,13 +199,14 @@ class ABReference:
             beta=design.beta, blocks=design.max_blocks, first=seq.FIRST_LOOK,
             family=len(found), gross=math.expm1(seq.GROSS_MARGIN), shown=seq.SHOWN_CONFIDENCE)
         rounds = len({c.repeat for c in ctx.head.cells})
-        return out.add(Judged(checks, len(found), notes=notes, method=method, rounds=rounds))
+        return out.add(Judged(checks=checks, family=len(found), notes=notes, method=method,
+                              rounds=rounds))
 
     def _pairs(self, ctx: Context, slot: Slot) -> list[seq.RoundPair]:
         h, b = per_repeat(ctx.head, slot), per_repeat(self.base, slot)
         return [seq.RoundPair(r, b[r], h[r]) for r in sorted(set(h) & set(b))]
 
-    def _paired(self, ctx: Context, slot: Slot, pairs: list[seq.RoundPair],
+    def _paired(self, ctx: Context, slot: Slot, *, pairs: list[seq.RoundPair],
                 prior: seq.Prior | None, design: seq.Design, runner: np.ndarray | None
                 ) -> list[Check]:
         if not pairs:
@@ -345,7 +346,7 @@ class BaselineReference:
         checks = [c for s in found if (c := self._unpaired(ctx, s, conf)) is not None]
         method = BASELINE_METHOD.format(noise=ctx.noise.description, conf=conf,
                                         confidence=ctx.thresholds.confidence, k=family)
-        out = Judged(checks, family, notes=notes, method=method)
+        out = Judged(checks=checks, family=family, notes=notes, method=method)
         return out.add(bound_checks(ctx, family))
 
     def _shown(self, ctx: Context, found: list[Slot]) -> Judged:
@@ -370,7 +371,7 @@ class BaselineReference:
                 "plan (gate baseline update, the nightly workflow) replaces it")
         bounds = ratio_slots(ctx.head, ctx.thresholds) \
             if ctx.thresholds.guided_free_tpot_ratio is not None else []
-        out = Judged([], len(bounds), notes=[note], method="", reported=shown)
+        out = Judged(family=len(bounds), notes=[note], method="", reported=shown)
         return out.add(bound_checks(ctx, max(len(bounds), 1)))
 
     def _unpaired(self, ctx: Context, slot: Slot, confidence: float) -> Check | None:
@@ -381,7 +382,8 @@ class BaselineReference:
             return None
         prior = single_prior(ctx.noise, slot.name, ctx.thresholds.run_noise_for(ctx.on_gpu))
         interval = seq.unpaired_interval(seq.log_sample(values), _baseline_sample(figure),
-                                         prior.sigma, prior.df, confidence)
+                                         prior_sigma=prior.sigma, prior_df=prior.df,
+                                         confidence=confidence)
         return _relative_check(
             slot, threshold, interval, seq.decide(interval, threshold, slot.metric.direction),
             base=figure.point, head=float(np.mean(values)), head_n=len(values),
@@ -442,7 +444,7 @@ def bound_checks(ctx: Context, family: int) -> Judged:
             interval_source=f"{len(values)} repeat(s); prior: {prior.source}"))
     method = (f"The guided/free bound: a t interval of the mean log ratio over the repeats at "
               f"{conf:.1%} each ({ctx.noise.description}).")
-    return Judged(checks, family, method=method)
+    return Judged(checks=checks, family=family, method=method)
 
 
 # ---------------------------------------------------------------- the verdict

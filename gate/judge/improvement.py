@@ -37,11 +37,3 @@ def mark_improvements(checks: list[Check]) -> list[Check]:
 def improvements(checks: list[Check]) -> list[Check]:
     """The improved checks, the largest change first."""
     return sorted((c for c in checks if c.improved), key=lambda c: -abs(c.delta_pct or 0.0))
-
-
-def change_word(c: Check) -> str:
-    """'better' or 'worse' for a relative check's change (the head against the base)."""
-    if not c.delta_pct:
-        return "unchanged"
-    up = c.delta_pct > 0
-    return "better" if up == (c.direction == HIGHER) else "worse"

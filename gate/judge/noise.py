@@ -163,7 +163,7 @@ def runner_key(fp: Fingerprint) -> str:
 # ---------------------------------------------------------------- pooling
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PooledCheck:
     """One check's calibration runs pooled for one A/B design."""
 
@@ -269,9 +269,12 @@ def pool(runs: Iterable[CalibrationRun], name: str, design: CalibrationDesign) -
         block_df, blocks, used = block_df + m.size - 1, blocks + m.size, used + 1
         if block_df >= ENOUGH_BLOCK_DF:
             break
-    return PooledCheck(name, design, block_ss / block_df if block_df else None, block_df,
-                       within_ss / within_df if within_df else None, within_df, single,
-                       single_df, used, blocks, side_ss / side_df if side_df else None, side_df)
+    return PooledCheck(name=name, design=design,
+                       block_var=block_ss / block_df if block_df else None, block_df=block_df,
+                       within_var=within_ss / within_df if within_df else None,
+                       within_df=within_df, sigma_single=single, single_df=single_df, runs=used,
+                       blocks=blocks, side_within_var=side_ss / side_df if side_df else None,
+                       side_within_df=side_df)
 
 
 # ---------------------------------------------------------------- what applies to a run

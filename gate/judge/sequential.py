@@ -267,7 +267,7 @@ class SpreadResult:
 # ---------------------------------------------------------------- the replay, vectorized
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _Paths:
     """The state of P replays at once (the simulation runs thousands, a verdict one)."""
 
@@ -285,11 +285,12 @@ class _Paths:
     @classmethod
     def empty(cls, n: int) -> _Paths:
         f = lambda v: np.full(n, v, dtype=float)  # noqa: E731
-        return cls(np.zeros(n, np.int8), np.zeros(n, int), f(math.nan), f(math.inf), f(0.0),
-                   f(math.nan), f(math.nan), f(1.0), np.zeros(n, bool), np.zeros(n, int))
+        return cls(code=np.zeros(n, np.int8), at=np.zeros(n, int), center=f(math.nan),
+                   var=f(math.inf), df=f(0.0), t_fail=f(math.nan), t_pass=f(math.nan),
+                   scaled=f(1.0), gross=np.zeros(n, bool), blocks=np.zeros(n, int))
 
 
-def run_paths(badness: np.ndarray, spec: CheckSpec, design: Design,
+def run_paths(badness: np.ndarray, spec: CheckSpec, *, design: Design,
               base: np.ndarray | None = None, runner: np.ndarray | None = None) -> _Paths:
     """Replay the test on each row of `badness` (paths x rounds, whole blocks in order);
     `base`: the base build's log figures of the same rounds (the runner's own noise, for the
@@ -302,8 +303,8 @@ def run_paths(badness: np.ndarray, spec: CheckSpec, design: Design,
         return paths
     _gross_look(b[:, :size], spec, paths)
     sums = _Sums.of(b[:, : blocks * size], None if base is None else
-                    np.atleast_2d(base)[:, : blocks * size], design,
-                    None if runner is None else np.atleast_2d(runner))
+                    np.atleast_2d(base)[:, : blocks * size], design=design,
+                    runner=None if runner is None else np.atleast_2d(runner))
     levels = None
     if blocks >= FIRST_LOOK or design.max_blocks == 1:
         df = spec.prior.df if spec.prior is not None else 0
@@ -311,8 +312,8 @@ def run_paths(badness: np.ndarray, spec: CheckSpec, design: Design,
     for j in range(1, blocks + 1):
         if not (paths.code == 0).any():
             break
-        _look(sums, j, spec, design, paths,
-              None if levels is None else (levels[0][j - 1], levels[1][j - 1]))
+        _look(sums, j, spec=spec, design=design, paths=paths,
+              levels=None if levels is None else (levels[0][j - 1], levels[1][j - 1]))
     return paths
 
 
@@ -366,7 +367,7 @@ def _within(x: np.ndarray, size: int) -> tuple[np.ndarray, int]:
     return ss, blocks.shape[1] * (size - 1)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Sums:
     """Running sums per whole block (paths x blocks): of the test's units and their squares,
     of the rounds' squares within their blocks (paired, and the base build's own)."""
@@ -379,7 +380,7 @@ class _Sums:
     runner: np.ndarray | None = None
 
     @classmethod
-    def of(cls, b: np.ndarray, base: np.ndarray | None, design: Design,
+    def of(cls, b: np.ndarray, base: np.ndarray | None, *, design: Design,
            runner: np.ndarray | None = None) -> _Sums:
         size = design.rounds_per_block
         blocks = b.reshape(b.shape[0], -1, size)
@@ -392,9 +393,10 @@ class _Sums:
             base_within = np.cumsum(
                 ((sides - sides.mean(axis=2, keepdims=True)) ** 2).sum(axis=2), axis=1)
         per_block = units.shape[2]
-        return cls(per_block * np.arange(1, blocks.shape[1] + 1),
-                   np.cumsum(units.sum(axis=2), axis=1),
-                   np.cumsum((units**2).sum(axis=2), axis=1), within, base_within, runner)
+        return cls(units=per_block * np.arange(1, blocks.shape[1] + 1),
+                   total=np.cumsum(units.sum(axis=2), axis=1),
+                   squares=np.cumsum((units**2).sum(axis=2), axis=1), within=within,
+                   base_within=base_within, runner=runner)
 
 
 # A run's spread scales its calibration's only past this quantile of the spread ratio's law
@@ -412,7 +414,7 @@ def conflict(ratio: np.ndarray, df_run: float, df_calibration: float) -> np.ndar
     return np.where(ratio > bound, ratio, 1.0)
 
 
-def _scale(sums: _Sums, j: int, own_ss: np.ndarray, prior: Prior, design: Design
+def _scale(sums: _Sums, j: int, *, own_ss: np.ndarray, prior: Prior, design: Design
            ) -> np.ndarray:
     """How much more this run spreads than its calibration says (1: no more than one shared
     noise explains), by the largest of: the verdict's checks' rounds within blocks, pooled
@@ -442,7 +444,7 @@ def _scale(sums: _Sums, j: int, own_ss: np.ndarray, prior: Prior, design: Design
     return out
 
 
-def _look(sums: _Sums, j: int, spec: CheckSpec, design: Design, paths: _Paths,
+def _look(sums: _Sums, j: int, *, spec: CheckSpec, design: Design, paths: _Paths,
           levels: tuple[float, float] | None) -> None:
     n = int(sums.units[j - 1])
     center = sums.total[:, j - 1] / n
@@ -450,7 +452,7 @@ def _look(sums: _Sums, j: int, spec: CheckSpec, design: Design, paths: _Paths,
     prior = spec.prior
     scaled = np.ones(center.shape[0])
     if prior is not None:
-        scaled = _scale(sums, j, ss, prior, design)
+        scaled = _scale(sums, j, own_ss=ss, prior=prior, design=design)
         unit_var = prior.block_sd**2 * design.units_per_block
         df = prior.df + n - 1.0
         s2 = (prior.df * scaled * unit_var + ss) / df
@@ -560,7 +562,7 @@ def replay(spec: CheckSpec, pairs: Sequence[RoundPair], design: Design,
     kept, base, head = paired_logs(spec.name, pairs, design)
     d = head - base
     sign = 1.0 if spec.direction == LOWER else -1.0
-    p = run_paths((sign * d)[None, :], spec, design, base[None, :], runner)
+    p = run_paths((sign * d)[None, :], spec, design=design, base=base[None, :], runner=runner)
     code, at = int(p.code[0]), int(p.at[0])
     outcome = {1: Outcome.FAIL, -1: Outcome.PASS}.get(code, Outcome.INCONCLUSIVE)
     blocks = int(p.blocks[0]) if d.size else 0
@@ -680,7 +682,7 @@ def log_sample_from_moments(mean: float, std: float | None, n: int) -> LogSample
 
 
 def unpaired_interval(
-    head: LogSample, base: LogSample, prior_sigma: float, prior_df: float, confidence: float
+    head: LogSample, base: LogSample, *, prior_sigma: float, prior_df: float, confidence: float
 ) -> Interval:
     """Baseline mode: head's repeats against a stored baseline, not paired in time.
 

@@ -125,8 +125,8 @@ class Drawn:
     head: np.ndarray
 
 
-def draw(rng: np.random.Generator, spread: Spread, change: float, paths: int, layout: Layout
-         ) -> Drawn:
+def draw(rng: np.random.Generator, spread: Spread, *, change: float, paths: int,
+         layout: Layout) -> Drawn:
     """Rounds of one check: `change` (log, on the bad side) plus the two noise terms. With
     several server pairs per block (a fresh pair every round), each round has its own offset."""
     offsets = rng.normal(0.0, spread.between, (paths, layout.blocks * layout.pairs_per_block))
@@ -155,17 +155,17 @@ class Trials:
     pairs_per_block: int = 1
 
 
-def simulate(specs: Sequence[seq.CheckSpec], spreads: Sequence[Spread],
+def simulate(specs: Sequence[seq.CheckSpec], spreads: Sequence[Spread], *,
              changes: Sequence[float], design: seq.Design, trials: Trials) -> Runs:
     """Every check's decisions over `trials.paths` simulated A/Bs at these changes."""
     rng = np.random.default_rng(trials.seed)
     layout = Layout(design.max_blocks, design.rounds_per_block, trials.pairs_per_block)
     codes, ats = [], []
-    drawn = [draw(rng, spread, change, trials.paths, layout)
+    drawn = [draw(rng, spread, change=change, paths=trials.paths, layout=layout)
              for spread, change in zip(spreads, changes, strict=True)]
     runner = seq.runner_gauge([d.badness for d in drawn], [s.prior for s in specs], design)
     for spec, one in zip(specs, drawn, strict=True):
-        p = seq.run_paths(one.badness, spec, design, one.base, runner)
+        p = seq.run_paths(one.badness, spec, design=design, base=one.base, runner=runner)
         codes.append(p.code)
         ats.append(np.where(p.at > 0, p.at, design.max_rounds + 1))
     return Runs(np.array(codes), np.array(ats))
@@ -193,20 +193,23 @@ def size(specs: Sequence[seq.CheckSpec], spreads: Sequence[Spread], rounds_per_b
     pairs = rounds_per_block if cost.per_round_servers else 1
     full = seq.Design(rounds_per_block, max_blocks, len(specs),
                       per_round_servers=cost.per_round_servers)
-    zero = simulate(specs, spreads, [0.0] * len(specs), full, Trials(paths, SEED, pairs))
-    at_threshold = simulate(specs, spreads, [s.zone.theta0 for s in specs], full,
-                            Trials(paths, SEED - 1, pairs))
+    zero = simulate(specs, spreads, changes=[0.0] * len(specs), design=full,
+                    trials=Trials(paths, SEED, pairs))
+    at_threshold = simulate(specs, spreads, changes=[s.zone.theta0 for s in specs], design=full,
+                            trials=Trials(paths, SEED - 1, pairs))
     at_theta1 = [
-        simulate([spec], [spread], [spec.zone.theta1], full, Trials(paths, SEED + 1 + k, pairs))
+        simulate([spec], [spread], changes=[spec.zone.theta1], design=full,
+                 trials=Trials(paths, SEED + 1 + k, pairs))
         for k, (spec, spread) in enumerate(zip(specs, spreads, strict=True))]
-    curve = [_rates(zero, at_threshold, at_theta1, replace(full, max_blocks=b), cost)
+    curve = [_rates(zero, at_threshold, at_theta1=at_theta1,
+                    design=replace(full, max_blocks=b), cost=cost)
              for b in range(1, max_blocks + 1)]
     decided_by = tuple(c.aa_decided for c in curve)
     chosen = next((c for c in curve if c.reachable), curve[-1])
     return replace(chosen, aa_decided_by=decided_by)
 
 
-def _rates(zero: Runs, at_threshold: Runs, at_theta1: list[Runs], design: seq.Design,
+def _rates(zero: Runs, at_threshold: Runs, *, at_theta1: list[Runs], design: seq.Design,
            cost: RunnerCost) -> Sizing:
     rounds = design.max_rounds
     verdict, used = verdicts(zero, rounds)

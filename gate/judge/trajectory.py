@@ -21,7 +21,7 @@ from gate.measure.results import Results
 from gate.plan.thresholds import Thresholds
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Look:
     round: int
     delta_pct: float
@@ -31,7 +31,7 @@ class Look:
     gross: bool = False  # decided by the first block's look for gross effects
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Trajectory:
     check: str
     label: str
@@ -86,13 +86,15 @@ def trajectories(head: Results, base: Results, thresholds: Thresholds, noise: No
             shown = result.block_range if result.gross else result.interval
             if shown is None:
                 continue
-            looks.append(Look(r, shown.mean_pct, None if result.gross else shown.lo_pct,
-                              None if result.gross else shown.hi_pct,
-                              result.outcome if decided else Outcome.INCONCLUSIVE,
+            looks.append(Look(round=r, delta_pct=shown.mean_pct,
+                              low_pct=None if result.gross else shown.lo_pct,
+                              high_pct=None if result.gross else shown.hi_pct,
+                              outcome=result.outcome if decided else Outcome.INCONCLUSIVE,
                               gross=result.gross))
             if decided:
                 break
         if looks:
             signed = -threshold if slot.metric.direction == HIGHER else threshold
-            out.append(Trajectory(slot.name, slot.label, looks, signed, design.max_rounds))
+            out.append(Trajectory(check=slot.name, label=slot.label, looks=looks,
+                                  threshold_pct=signed, max_rounds=design.max_rounds))
     return out

@@ -1,10 +1,3 @@
 """One build's server and load: `vllm serve` in its own process group, the streaming load
 client, the cells measured on one build, the per-stream integrity checks, the metrics
 (vllm bench serve's definitions) and results.json."""
-
-from gate.core.exports import lazy_exports
-
-__getattr__, __all__ = lazy_exports(__name__, {
-    "measured_build": ["Launch", "MeasuredBuild", "open_measured_build"],
-    "results": ["("],
-})

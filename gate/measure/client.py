@@ -121,6 +121,7 @@ async def send_one(session: aiohttp.ClientSession, url: str, req: Request,
 async def run_closed_loop(
     base_url: str,
     requests: Iterable[Request],
+    *,
     concurrency: int,
     timeout_s: float,
     on_done: Callable[[Response], None] | None = None,
@@ -174,7 +175,7 @@ class SteadyWindow:
     stagger_s: float = 0.0
 
 
-@dataclass
+@dataclass(kw_only=True)
 class WindowResult:
     measured: list[Response]  # sent inside the window, run to completion under full load
     start: float  # the window: [start, end), perf_counter() seconds
@@ -252,7 +253,7 @@ class _WindowState:
             self.done.set()
 
 
-async def _window_worker(session: aiohttp.ClientSession, url: str,
+async def _window_worker(session: aiohttp.ClientSession, url: str, *,
                          make_request: Callable[[], Request], state: _WindowState,
                          on_done: Callable[[Response], None] | None,
                          abort: Callable[[], str | None] | None) -> None:
@@ -285,6 +286,7 @@ async def _window_worker(session: aiohttp.ClientSession, url: str,
 async def run_window(
     base_url: str,
     make_request: Callable[[], Request],
+    *,
     concurrency: int,
     window: SteadyWindow,
     timeout_s: float,
@@ -306,7 +308,8 @@ async def run_window(
     async def worker(session: aiohttp.ClientSession, slot: int) -> None:
         if window.stagger_s > 0:
             await asyncio.sleep(window.stagger_s * slot / concurrency)
-        await _window_worker(session, url, make_request, state, on_done, abort)
+        await _window_worker(session, url, make_request=make_request, state=state, on_done=on_done,
+                             abort=abort)
 
     connector = aiohttp.TCPConnector(limit=concurrency)
     timeout = aiohttp.ClientTimeout(total=timeout_s)
@@ -324,8 +327,9 @@ async def run_window(
     start = state.start if state.start is not None else now
     end = state.end if state.end is not None else now
     responses = sorted(state.measured + state.failed, key=lambda r: r.index)
-    return WindowResult(responses, start, end, state.warm_in, state.fillers,
-                        tokens_between(state.every, start, end))
+    return WindowResult(measured=responses, start=start, end=end, warm_in=state.warm_in,
+                        fillers=state.fillers,
+                        tokens_in_window=tokens_between(state.every, start, end))
 
 
 async def _get(base_url: str, path: str, timeout_s: float) -> tuple[int, Any]:

@@ -1,8 +1,8 @@
 """One build under measurement: its `vllm serve` (started by the gate, or reached by URL), the
 requests sent to it so far, and the cells measured on it.
 
-`gate run` opens one session; `gate ab` opens one per build, either both at once (cells
-alternate between them) or one per round. A session measures one cell at a time:
+`gate run` opens one measured build; `gate ab` opens one per build, either both at once (cells
+alternate between them) or one per round. Each measures one cell at a time:
 
 - the drain: N guided requests under a concurrency cap, timed from the first send to the last
   byte (the seed regression's headline figure);
@@ -188,12 +188,14 @@ class MeasuredBuild:
         result = None
         if window is not None:
             result = asyncio.run(client.run_window(
-                self.base_url, make, key.concurrency, window, timeout, on_done, self.death))
+                self.base_url, make, concurrency=key.concurrency, window=window,
+                timeout_s=timeout, on_done=on_done, abort=self.death))
             responses, duration = result.measured, result.end - result.start
         else:
             reqs = [make() for _ in range(cell.requests)]
             responses, start, end = asyncio.run(client.run_closed_loop(
-                self.base_url, reqs, key.concurrency, timeout, on_done, self.death))
+                self.base_url, reqs, concurrency=key.concurrency, timeout_s=timeout,
+                on_done=on_done, abort=self.death))
             duration = end - start
         records = [to_record(r, key, schemas.get(r.index), self.t0) for r in responses]
         return records, duration, window, result
@@ -359,8 +361,8 @@ def start_server(plan: Plan, launch: Launch, info: ServerInfo, progress: Progres
 @contextlib.contextmanager
 def open_measured_build(plan: Plan, launch: Launch, info: ServerInfo, progress: Progress,
                         started: StartedServer | None = None) -> Iterator[MeasuredBuild]:
-    """A warmed-up session on a healthy server; the server (if the gate started it) is stopped
-    on every way out of the block. `info` is filled in as the server comes up and goes.
+    """A warmed-up measured build on a healthy server; the server (if the gate started it) is
+    stopped on every way out of the block. `info` is filled in as the server comes up and goes.
     `started`: a server start_server launched already (its start-up overlapped another's)."""
     if launch.base_url:
         yield _reach(plan, launch, progress)
@@ -371,13 +373,14 @@ def open_measured_build(plan: Plan, launch: Launch, info: ServerInfo, progress: 
         with timed(timings, "startup_s"):
             server.wait_healthy()
         info.startup_s = server.startup_s
-        session = MeasuredBuild(plan, launch.label, server.base_url,
-                               plan.server.served_model_name, progress, server.death, timings)
-        session.server_pid = server.pid
-        session.warm_up()
+        measured = MeasuredBuild(plan, launch.label, base_url=server.base_url,
+                                 model_name=plan.server.served_model_name, progress=progress,
+                                 death=server.death, timings=timings)
+        measured.server_pid = server.pid
+        measured.warm_up()
         with timed(timings, "doctor_s"):
-            session.doctor = check_runner(server, launch, progress)
-        yield session
+            measured.doctor = check_runner(server, launch, progress)
+        yield measured
     finally:
         with timed(timings, "shutdown_s"):
             info.exit_code = server.stop()
@@ -432,6 +435,7 @@ def _reach(plan: Plan, launch: Launch, progress: Progress) -> MeasuredBuild:
         progress(f"server serves {names}; plan names {model_name!r}: using {names[0]!r}")
         model_name = names[0]
     progress(f"measuring the running server at {launch.base_url}")
-    session = MeasuredBuild(plan, launch.label, launch.base_url, model_name, progress)
-    session.warm_up()
-    return session
+    measured = MeasuredBuild(plan, launch.label, base_url=launch.base_url, model_name=model_name,
+                             progress=progress)
+    measured.warm_up()
+    return measured

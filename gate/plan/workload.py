@@ -131,8 +131,9 @@ class GuidedLoad:
         free). A recorded request keeps its messages and its own max_tokens."""
         schema = self.schema(index, arm)
         entry = self.own[index % len(self.own)] if self.own else None
-        body = request_body(self.spec, model, self.prompt(index), schema is not None, schema,
-                            free_max_tokens)
+        body = request_body(self.spec, model, prompt=self.prompt(index),
+                            guided=schema is not None, schema=schema,
+                            free_max_tokens=free_max_tokens)
         if entry is not None and entry.messages:
             body["messages"] = [dict(m) for m in entry.messages]
         if entry is not None and entry.max_tokens and schema is not None:
@@ -141,7 +142,7 @@ class GuidedLoad:
 
 
 def request_body(
-    spec: WorkloadSpec, model: str, prompt: str, guided: bool, schema: dict[str, Any] | None,
+    spec: WorkloadSpec, model: str, *, prompt: str, guided: bool, schema: dict[str, Any] | None,
     free_max_tokens: int | None = None,
 ) -> dict[str, Any]:
     """One streaming chat request; `free_max_tokens` caps free requests (None: max_tokens)."""

@@ -57,7 +57,7 @@ class Series:
 Key = tuple[str, str]
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Counts:
     """One build's samples per (function, window): self and inclusive, and the totals."""
 
@@ -91,7 +91,8 @@ def count_functions(profile: BuildProfile, basis: str = "wall") -> Counts:
     for f in profile.frames:
         lines.setdefault(f.key, f.line)
     tokens = np.array([w.output_tokens for w in profile.windows], dtype=float)
-    return Counts(dict(self_t), dict(incl), lines, tokens, total, waiting)
+    return Counts(self_time=dict(self_t), inclusive=dict(incl), lines=lines, tokens=tokens,
+                  total=total, waiting=waiting)
 
 
 def per_1k(ms: np.ndarray, tokens: np.ndarray) -> np.ndarray:
@@ -120,8 +121,8 @@ def bootstrap_per_1k(series: Series, tokens: np.ndarray, rng: np.random.Generato
 # The diff
 # --------------------------------------------------------------------------------------------
 
-def judge(base: Series, head: Series, tokens: tuple[np.ndarray, np.ndarray], floor_ms: float,
-          settings: DiffSettings, rng: np.random.Generator) -> list[Change]:
+def judge(base: Series, head: Series, *, tokens: tuple[np.ndarray, np.ndarray],
+          floor_ms: float, settings: DiffSettings, rng: np.random.Generator) -> list[Change]:
     """Changes of one metric for aligned [functions, windows] series; `tokens`: the output
     tokens of each window, base's and head's."""
     b_tokens, h_tokens = tokens
@@ -183,16 +184,19 @@ def diff_profiles(base: BuildProfile, head: BuildProfile,
     kb, kh = len(b.tokens), len(h.tokens)
     tokens = (b.tokens, h.tokens)
     self_changes = judge(stacked(b.self_time, keys, kb), stacked(h.self_time, keys, kh),
-                         tokens, floor_ms, settings, rng) if keys else []
+                         tokens=tokens, floor_ms=floor_ms, settings=settings,
+                         rng=rng) if keys else []
     incl_changes = judge(stacked(b.inclusive, keys, kb), stacked(h.inclusive, keys, kh),
-                         tokens, floor_ms, settings, rng) if keys else []
+                         tokens=tokens, floor_ms=floor_ms, settings=settings,
+                         rng=rng) if keys else []
     trunk = trunk_keys(b, h)
     for key, change in zip(keys, incl_changes, strict=True):
         if key in trunk:  # its inclusive change is the total's, reported as the total
             change.low = change.high = None
             change.significant = False
     overall = settings.model_copy(update={"min_rel": 0.0})
-    total, waiting = (judge(one(x), one(y), tokens, 0.0, overall, rng)[0]
+    total, waiting = (judge(one(x), one(y), tokens=tokens, floor_ms=0.0, settings=overall,
+                            rng=rng)[0]
                       for x, y in ((b.total, h.total), (b.waiting, h.waiting)))
     functions = sorted(
         (FunctionDiff(file=k[0], name=k[1], line=h.lines.get(k) or b.lines.get(k, 0),

@@ -107,7 +107,7 @@ def walk(root: Node) -> Iterator[tuple[Node, int]]:
         todo += [(c, level + 1) for c in node.children.values()]
 
 
-def _frame_svg(node: Node, x: float, y: float, w: float, scale: float) -> str:
+def _frame_svg(node: Node, *, x: float, y: float, w: float, scale: float) -> str:
     d_self, d_incl = node.head_self - node.base_self, node.head - node.base
     tip = (f"{node.name}\nhead {node.head:.1f} / base {node.base:.1f} ms per 1k tokens "
            f"inclusive ({d_incl:+.1f}); self {node.head_self:.1f} / {node.base_self:.1f} "
@@ -140,7 +140,7 @@ def render_svg(base: dict[str, float], head: dict[str, float], title: str) -> st
         w = node.head * px_per_ms
         if w < MIN_PX:
             continue
-        out.append(_frame_svg(node, x, height - 8 - (level + 1) * ROW, w, scale))
+        out.append(_frame_svg(node, x=x, y=height - 8 - (level + 1) * ROW, w=w, scale=scale))
         child_x = x
         for child in sorted(node.children.values(), key=lambda c: c.name):
             todo.append((child, child_x, level + 1))

@@ -86,8 +86,9 @@ class ServerLoad:
     def run(self, reqs: list[Request],
             abort: Callable[[], str | None]) -> tuple[list[Response], float, float]:
         timeout = self.plan.workload.request_timeout_s
-        return asyncio.run(client.run_closed_loop(self.base_url, reqs, self.concurrency, timeout,
-                                                  abort=abort))
+        return asyncio.run(client.run_closed_loop(self.base_url, reqs,
+                                                  concurrency=self.concurrency,
+                                                  timeout_s=timeout, abort=abort))
 
     def warm_up(self) -> float:
         """Two batches of guided requests (compiles the grammar); returns requests per second."""
@@ -131,7 +132,8 @@ def profile_server(target: ProfileTarget, plan: Plan, out: Path, opts: SamplingO
     out.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=".raw-", dir=out))
     try:
-        recordings, responses, t0 = sample_under_load(load, processes, opts, scratch, root, log)
+        recordings, responses, t0 = sample_under_load(load, processes, opts=opts, raw_dir=scratch,
+                                                      root=root, log=log)
         done = [r for r in responses if r.error is None]
         sampled = SampledLoad(recordings, processes, token_events(done), t0)
         profile = assemble_profile(sampled, opts, label=label, source=base_url, roots=roots,
@@ -146,7 +148,7 @@ def profile_server(target: ProfileTarget, plan: Plan, out: Path, opts: SamplingO
     return profile
 
 
-def sample_under_load(load: ServerLoad, processes: list[ProcessInfo], opts: SamplingOptions,
+def sample_under_load(load: ServerLoad, processes: list[ProcessInfo], *, opts: SamplingOptions,
                       raw_dir: Path, root: int, log: Callable[[str], None],
                       ) -> tuple[list[WindowRecording], list[Response], float]:
     """Keep the guided load on while the sampler runs its windows, then stop sending.

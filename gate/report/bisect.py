@@ -48,8 +48,10 @@ def row(m: Measured) -> dict:
             "minutes": minutes(m.seconds), "build": m.build or "-", "reason": m.reason}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BisectHunk:
+    """One hunk as the bisect's report shows it (the PR comment's is view.HunkView)."""
+
     path: str
     where: Markup
     section: str
@@ -58,10 +60,10 @@ class BisectHunk:
     cut: int
 
 
-def hunk_view(h: Hunk) -> BisectHunk:
+def bisect_hunk(h: Hunk) -> BisectHunk:
     text, cut = truncate_lines(h.text, MAX_HUNK_CHARS)
-    return BisectHunk(h.path, Markup(f":{h.new_start}" if h.new_start else ""), h.section,
-                    h.evidence, text, cut)
+    return BisectHunk(path=h.path, where=Markup(f":{h.new_start}" if h.new_start else ""),
+                      section=h.section, evidence=h.evidence, text=text, cut=cut)
 
 
 def render_bisect(result: BisectResult, limit: int = GITHUB_COMMENT_LIMIT) -> str:
@@ -116,8 +118,8 @@ def _render_bisect(result: BisectResult, shown: int) -> str:
     hunks = result.hunks.hunks if result.hunks else []
     return environment().get_template(TEMPLATE).render(
         kind="commits", r=result, emoji=Markup(OUTCOME_EMOJI[result.outcome.value]),
-        steps=steps, hunks=[hunk_view(h) for h in hunks[:shown]],
-        smallest=[hunk_view(h) for h in result.smallest_hunks],
+        steps=steps, hunks=[bisect_hunk(h) for h in hunks[:shown]],
+        smallest=[bisect_hunk(h) for h in result.smallest_hunks],
         hunks_left=Markup(str(max(len(hunks) - shown, 0))),
         total=minutes(result.runner_seconds),
         step_minutes=minutes(sum(s.seconds for s in result.steps)))
@@ -133,11 +135,11 @@ def render_hunks(result: HunksResult) -> str:
     tests = [{**row(t), "number": Markup(str(t.number)),
               "hunks": Markup(", ".join(str(i + 1) for i in t.hunks)),
               "reproduces": "yes" if t.reproduces else "no"} for t in result.tests]
-    minimal = [hunk_view(result.hunks[i]) for i in result.minimal]
+    minimal = [bisect_hunk(result.hunks[i]) for i in result.minimal]
     return environment().get_template(TEMPLATE).render(
         kind="hunks", r=result, emoji=Markup(OUTCOME_EMOJI[result.outcome.value]),
         tests=tests, minimal=minimal, numbers=[Markup(str(i + 1)) for i in result.minimal],
-        all_hunks=[hunk_view(h) for h in result.hunks],
+        all_hunks=[bisect_hunk(h) for h in result.hunks],
         total=minutes(result.runner_seconds),
         step_minutes=minutes(sum(t.seconds for t in result.tests)))
 

@@ -34,7 +34,7 @@ class Dot:
     tip: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Line:
     runner_class: str
     runner: int  # its place in the legend
@@ -61,7 +61,7 @@ class Tick:
     anchor: str = "middle"  # the first x tick starts at its place, the last ends there
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Chart:
     plan: str
     check: str
@@ -95,10 +95,11 @@ def _nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
     return [first + i * step for i in range(int((hi - first) / step) + 1)]
 
 
-def chart_for(plan: str, check: str, group: list[Series], found: dict[str, SeriesDetection],
-              colours: dict[str, str]) -> Chart:
+def chart_for(plan: str, check: str, *, group: list[Series],
+              found: dict[str, SeriesDetection], colours: dict[str, str]) -> Chart:
     first = group[0]
-    chart = Chart(plan, check, first.label, first.unit, first.direction)
+    chart = Chart(plan=plan, check=check, label=first.label, unit=first.unit,
+                  direction=first.direction)
     times = [_when(p.at) for s in group for p in s.points]
     by_time = all(t is not None for t in times)
     xs_all = [t for t in times if t is not None] if by_time else \
@@ -131,8 +132,9 @@ def chart_for(plan: str, check: str, group: list[Series], found: dict[str, Serie
         dots = [Dot(round(fx(x), 1), round(fy(y), 1),
                     f"{p.commit[:12]} · {p.at[:10]} · {y:.4g} {s.unit}")
                 for x, y, p in zip(xs, ys, s.points, strict=True)]
-        chart.lines.append(Line(s.runner_class, list(colours).index(s.runner_class), colour,
-                                path, steps, dots))
+        chart.lines.append(Line(runner_class=s.runner_class,
+                                runner=list(colours).index(s.runner_class), colour=colour,
+                                path=path, levels=steps, dots=dots))
         for cp in det.change_points if det else []:
             kind = "acknowledged" if cp.acknowledged else \
                 "regression" if cp.regression else "improvement"
@@ -155,7 +157,7 @@ def chart_for(plan: str, check: str, group: list[Series], found: dict[str, Serie
     return chart
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Dashboard:
     title: str
     generated_at: str
@@ -176,12 +178,13 @@ def dashboard(series: list[Series], detection: Detection, *, title: str) -> Dash
         groups[(s.plan, s.check)].append(s)
     names = sorted({s.runner_class for s in series})
     colours = {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(names)}
-    charts = [chart_for(plan, check, group, found, colours)
+    charts = [chart_for(plan, check, group=group, found=found, colours=colours)
               for (plan, check), group in sorted(groups.items())]
     classes = [(name, colours[name]) for name in names]
-    return Dashboard(title, dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-                     __version__, charts, classes, len({p.run_id for s in series for p in
-                                                        s.points}))
+    return Dashboard(title=title,
+                     generated_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                     version=__version__, charts=charts, runner_classes=classes,
+                     nights=len({p.run_id for s in series for p in s.points}))
 
 
 def render_dashboard(board: Dashboard) -> str:

@@ -26,13 +26,12 @@ from gate.judge.verdict import Outcome, Verdict
 from gate.measure.results import Results
 from gate.profile.diff_file import ProfileDiff
 from gate.report.fit import Document, Frame, fit
-from gate.report.view import RunInput, run_view
+from gate.report.view import DEFAULT_TITLE, RunInput, run_view
 
 if TYPE_CHECKING:  # the sequential test needs numpy, which the token jobs' lock leaves out
     from gate.judge.trajectory import Trajectory
 
 GITHUB_COMMENT_LIMIT = 65_536
-DEFAULT_TITLE = "Structured-output performance gate"
 MARKER_PREFIX = "vllm-structured-output-gate"
 _RUN_URL = re.compile(r"https?://[A-Za-z0-9.:-]+/[A-Za-z0-9_./-]+")
 
@@ -47,8 +46,10 @@ def outcome_tag(outcome: Outcome) -> str:
     return f"<!-- {MARKER_PREFIX}-outcome:{outcome.value} -->"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ReportInput:
+    """One run's report as `gate report` writes it: the run, and the characters it may take."""
+
     verdict: Verdict
     head: Results | None = None
     base: Results | None = None
@@ -63,10 +64,12 @@ class ReportInput:
     history: dict[str, list[float]] | None = None  # check -> its nights on the default branch
     trajectories: list[Trajectory] | None = None  # the A/B's sequential test, look by look
 
-    def run(self) -> RunInput:
-        return RunInput(self.verdict, self.head, self.base, self.hunks, None, self.title,
-                        self.chart_series, self.chart_name, self.chart_note, self.profile_diff,
-                        self.evidence, self.history, self.trajectories)
+    def run_input(self) -> RunInput:
+        return RunInput(verdict=self.verdict, head=self.head, base=self.base, hunks=self.hunks,
+                        title=self.title, chart_series=self.chart_series,
+                        chart_name=self.chart_name, chart_note=self.chart_note,
+                        profile_diff=self.profile_diff, evidence=self.evidence,
+                        history=self.history, trajectories=self.trajectories)
 
 
 def document(runs: list[RunInput], limit: int, frame: Frame | None = None) -> Document:
@@ -84,7 +87,7 @@ def render_runs(runs: list[RunInput], budget: int = GITHUB_COMMENT_LIMIT) -> str
 
 def render_report(ri: ReportInput) -> str:
     """The job-summary / artifact report, at most `ri.max_chars` characters."""
-    return render_runs([ri.run()], ri.max_chars)
+    return render_runs([ri.run_input()], ri.max_chars)
 
 
 def render_comment(runs: list[RunInput], marker_id: str, run_url: str | None = None,

@@ -103,7 +103,7 @@ def med(values: list[float | None]) -> float | None:
 # ---- checks ----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CheckRow:
     label: str
     base: Value
@@ -122,11 +122,12 @@ class CheckRow:
 def check_row(c: Check, history: dict[str, list[float]] | None = None) -> CheckRow:
     ack = c.acknowledged
     trend = sparkline((history or {}).get(c.name, []))
-    return CheckRow(one_line(c.label or c.name, 120), fmt_value(c.base, c.unit),
-                    fmt_value(c.head, c.unit), fmt_pct(c.delta_pct), fmt_interval(c),
-                    fmt_threshold(c), c.outcome, one_line(c.note, 160), c.improved,
-                    interval_bar(c), trend,
-                    one_line(f"{ack.login}: {ack.reason}", 200) if ack else "")
+    return CheckRow(label=one_line(c.label or c.name, 120), base=fmt_value(c.base, c.unit),
+                    head=fmt_value(c.head, c.unit), delta=fmt_pct(c.delta_pct),
+                    interval=fmt_interval(c), threshold=fmt_threshold(c), outcome=c.outcome,
+                    note=one_line(c.note, 160), improved=c.improved, bar=interval_bar(c),
+                    trend=trend,
+                    acknowledged=one_line(f"{ack.login}: {ack.reason}", 200) if ack else "")
 
 
 # What else an upgrade's builds differ in, named beside vLLM's own versions.
@@ -434,7 +435,7 @@ class HunkView:
     evidence: str | None = None  # measured added time of the function it changes
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class HunksView:
     merge_base: str
     total: int
@@ -452,9 +453,10 @@ class HunksView:
 
 
 def hunks_view(hs: HunkSet) -> HunksView:
-    return HunksView(hs.merge_base[:12], len(hs.hunks), len({h.path for h in hs.hunks}),
-                     hs.files_watched, hs.files_changed, sum(1 for h in hs.hunks if h.mechanisms),
-                     between=hs.between)
+    return HunksView(merge_base=hs.merge_base[:12], total=len(hs.hunks),
+                     files=len({h.path for h in hs.hunks}), files_watched=hs.files_watched,
+                     files_changed=hs.files_changed,
+                     ranked=sum(1 for h in hs.hunks if h.mechanisms), between=hs.between)
 
 
 def hunk_view(h: Hunk, body: str | None, cut: int, first: bool) -> HunkView:
@@ -553,7 +555,10 @@ def chart_note(name: str | None, note: str | None) -> str:
     return one_line(f"PNG chart: {name} (job artifact).", 200) if name else ""
 
 
-@dataclass(frozen=True)
+DEFAULT_TITLE = "Structured-output performance gate"
+
+
+@dataclass(frozen=True, kw_only=True)
 class RunInput:
     """Everything one run's report is made of: the verdict and what it was judged on."""
 
@@ -562,7 +567,7 @@ class RunInput:
     base: Results | None = None
     hunks: HunkSet | None = None
     label: str | None = None
-    title: str = "Structured-output performance gate"
+    title: str = DEFAULT_TITLE
     chart_series: dict | None = None
     chart_name: str | None = None
     chart_note: str | None = None

@@ -7,7 +7,7 @@ headers) is untrusted and goes through gate.report.escape.
 
 from __future__ import annotations
 
-from gate.evidence.attribution import Evidence, fmt_ms
+from gate.evidence.attribution import Evidence, signed_ms
 from gate.profile.diff_file import UNIT, FunctionDiff, ProfileDiff
 from gate.report.escape import md_inline
 
@@ -23,7 +23,7 @@ def _row(f: FunctionDiff) -> str:
     name = md_inline(f.name, 80)
     where = md_inline(f.where, 100)
     return (f"| {name} | {where} | {c.base:.1f} | {c.head:.1f} | "
-            f"**{fmt_ms(c.diff)}** {kind} |")
+            f"**{signed_ms(c.diff)}** {kind} |")
 
 
 def _hunk_lines(evidence: Evidence, limit: int) -> list[str]:
@@ -73,7 +73,7 @@ def _evidence_lines(evidence: Evidence) -> list[str]:
     if hunk_lines:
         out += ["", "Hunks with measured added time:", *hunk_lines]
     if evidence.untouched:
-        names = ", ".join(md_inline(f"{f.name} ({fmt_ms(f.self_diff or 0)})", 100)
+        names = ", ".join(md_inline(f"{f.name} ({signed_ms(f.self_diff or 0)})", 100)
                           for f in evidence.untouched[:3])
         out += ["", f"Added time that no hunk touches (a dependency or a caller changed): "
                     f"{names}."]

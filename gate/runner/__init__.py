@@ -3,10 +3,3 @@ nvidia-smi (one reader, gpus.py) and the server's log (the model runner that ser
 model_runner.py), the environment fingerprint, installing a vLLM build (and its precompiled
 wheels, wheels.py; one commit's build as an overlay over an installed one), and the tiny
 random-weight model the CPU path serves."""
-
-from gate.core.exports import lazy_exports
-
-__getattr__, __all__ = lazy_exports(__name__, {
-    "doctor": ["DoctorReport", "Finding", "Severity"],
-    "fingerprint": ["Fingerprint", "warnings_for"],
-})

@@ -64,7 +64,7 @@ class ResolvedBuild:
         return Path(self.installed.marker.package_dir) if self.installed else None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Context:
     """What resolving a build may need: where installs go and how they are made."""
 
@@ -86,7 +86,8 @@ def resolve_build(spec: str | None, *, label: str, cache_dir: Path,
     release or a wheel the cache does not hold yet."""
     if not spec:
         return ResolvedBuild(label, None, "this", sys.executable, how="this interpreter's vLLM")
-    ctx = Context(label, cache_dir, base_python, torch_index, log)
+    ctx = Context(label=label, cache_dir=cache_dir, base_python=base_python,
+                  torch_index=torch_index, log=log)
     for form in FORMS:
         if (build := form(spec, ctx)) is not None:
             return build

@@ -71,7 +71,7 @@ def overlay_for(repo: Path, commit: str, builds: list[InstalledBuild],
     found = []
     for base in builds:
         changes = changed_paths(repo, base.commit, commit)
-        if not _carried(repo, base.commit, commit, changes, package):
+        if not _carried(repo, base.commit, new=commit, changes=changes, package=package):
             continue
         inside = [(s, p) for s, p in changes if overlay.overlayable(p, package)]
         found.append(Overlay(base=base, files=[p for s, p in inside if s != "D"],
@@ -81,10 +81,10 @@ def overlay_for(repo: Path, commit: str, builds: list[InstalledBuild],
 
 def overlay_only(repo: Path, old: str, new: str, package: str = overlay.PACKAGE) -> bool:
     """Whether everything `new` changes against `old` that a build shows is overlayable."""
-    return _carried(repo, old, new, changed_paths(repo, old, new), package)
+    return _carried(repo, old, new=new, changes=changed_paths(repo, old, new), package=package)
 
 
-def _carried(repo: Path, old: str, new: str, changes: list[tuple[str, str]],
+def _carried(repo: Path, old: str, *, new: str, changes: list[tuple[str, str]],
              package: str) -> bool:
     """Whether an overlay carries every change old..new that a build shows: the package's
     Python files, no build input (the build's binaries stay the build's) and no pin (an
@@ -147,7 +147,7 @@ def commit_over(repo: Path, commit: str, installed: InstalledBuild, dest: Path) 
     return make_overlay(repo, commit, plan, dest)
 
 
-def install_commit(repo: Path, commit: str, mode: InstallMode, dest: Path,
+def install_commit(repo: Path, commit: str, *, mode: InstallMode, dest: Path,
                    python: str = sys.executable) -> InstalledBuild:
     """A real install of `commit` into DEST/venv from a shared clone in DEST/src; NotBuilt
     when `mode` is none or the install fails."""

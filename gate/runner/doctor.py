@@ -487,7 +487,7 @@ def examine(ex: Examination) -> DoctorReport:
     env = dict(os.environ if ex.env is None else ex.env)
     python, roots = ex.python or sys.executable, ex.roots
     facts = probe_interpreter(python, env) if ex.probe_torch else {"error": "not run (--no-probe)"}
-    host = probe.read_host(roots.proc, roots.cgroup, roots.cpu, env, facts)
+    host = probe.read_host(roots.proc, roots.cgroup, cpu_root=roots.cpu, env=env, probe=facts)
     reading, unreadable = _read_gpus()
     has_gpu = bool(reading and reading.gpus)
     pin_error = probe.probe_pin_memory(python, env) if has_gpu and ex.probe_torch else None
@@ -495,8 +495,8 @@ def examine(ex: Examination) -> DoctorReport:
     log, served = ServerLogFacts(), None
     memlock, whose = host.memlock_soft, "this shell"
     if ex.server_pid is not None:
-        procs, log = read_server(ex.server_pid, ex.server_log, ex.sample_s, roots.proc,
-                                 roots.cgroup)
+        procs, log = read_server(ex.server_pid, ex.server_log, sample_s=ex.sample_s,
+                                 proc_root=roots.proc, cgroup_root=roots.cgroup)
         findings += server_process_findings(procs, log, host.host_cores)
         served = served_facts(procs, log, host.host_cores)
         try:
@@ -530,7 +530,7 @@ def served_facts(procs: list[ProcessFacts], log: ServerLogFacts, host_cores: int
                        kv_cache_tokens=log.kv_cache_tokens)
 
 
-def read_server(pid: int, log_path: Path | None, sample_s: float, proc_root: Path,
+def read_server(pid: int, log_path: Path | None, *, sample_s: float, proc_root: Path,
                 cgroup_root: Path) -> tuple[list[ProcessFacts], ServerLogFacts]:
     if not (proc_root / str(pid)).is_dir():
         raise GateError(f"no process with pid {pid} (--server-pid): is the server running?")

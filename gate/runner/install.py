@@ -69,7 +69,7 @@ class Step:
         return f"{cwd}{env + ' ' if env else ''}{shlex.join(self.argv)}"
 
 
-@dataclass
+@dataclass(kw_only=True)
 class InstallPlan:
     mode: str
     requested: str
@@ -151,12 +151,12 @@ def plan_install(req: InstallRequest) -> InstallPlan:
         raise GateError(f"--mode {req.mode!r}: choose one of {', '.join(MODES)}")
     pip = [req.python, "-m", "pip", "install"]
     if req.mode == "preinstalled":
-        return InstallPlan(req.mode, req.mode, [],
-                           [f"use the vLLM already installed for {req.python}"])
+        return InstallPlan(mode=req.mode, requested=req.mode, steps=[],
+                           notes=[f"use the vLLM already installed for {req.python}"])
     if req.mode == "wheel":
         if not req.wheel:
             raise GateError("--mode wheel needs --wheel URL")
-        return InstallPlan(req.mode, req.mode, [Step([*pip, req.wheel])])
+        return InstallPlan(mode=req.mode, requested=req.mode, steps=[Step([*pip, req.wheel])])
     src = req.src
     if src is None or not ((src / ".git").exists() or (src / "setup.py").exists()):
         raise GateError(f"--mode {req.mode} needs --src, the vLLM source checkout (got {src})")
@@ -164,7 +164,7 @@ def plan_install(req: InstallRequest) -> InstallPlan:
     jobs = str(req.max_jobs or max_jobs())
     source = Step([*pip, "-e", str(src)], {"MAX_JOBS": jobs}, str(src))
     if req.mode == "source":
-        return InstallPlan(req.mode, req.mode, [source], max_jobs=jobs)
+        return InstallPlan(mode=req.mode, requested=req.mode, steps=[source], max_jobs=jobs)
     return _precompiled(req, src, source, jobs)
 
 
@@ -178,16 +178,16 @@ def _precompiled(req: InstallRequest, src: Path, source: Step, jobs: str) -> Ins
             f"falling back to a source build: the diff {merge_base[:12]}..HEAD touches "
             f"compiled or build inputs ({shown}), so the merge base's binaries do not fit"
         )
-        return InstallPlan("source", req.mode, [source], [note], merge_base, touched,
-                           max_jobs=jobs)
+        return InstallPlan(mode="source", requested=req.mode, steps=[source], notes=[note],
+                           merge_base=merge_base, build_inputs_touched=touched, max_jobs=jobs)
     env = {"VLLM_USE_PRECOMPILED": "1", "VLLM_PRECOMPILED_WHEEL_COMMIT": merge_base}
     if req.variant:
         env["VLLM_PRECOMPILED_WHEEL_VARIANT"] = req.variant
     step = Step([*source.argv], env, str(src))
     variant = f", CUDA variant {req.variant}" if req.variant else ""
     note = f"precompiled binaries of the merge base {merge_base}{variant} under the PR's Python"
-    return InstallPlan(req.mode, req.mode, [step], [note], merge_base,
-                       wheel_index=req.wheel_index, max_jobs=jobs)
+    return InstallPlan(mode=req.mode, requested=req.mode, steps=[step], notes=[note],
+                       merge_base=merge_base, wheel_index=req.wheel_index, max_jobs=jobs)
 
 
 def installed_vllm_version(python: str) -> str:

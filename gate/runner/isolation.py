@@ -302,7 +302,8 @@ def process_table(proc: Path = PROC) -> dict[int, Process]:
             exe = os.readlink(entry / "exe")
         except OSError:
             exe = None
-        table[int(entry.name)] = Process(int(entry.name), ppid, int(uid_line.split()[1]), name, exe)
+        table[int(entry.name)] = Process(int(entry.name), ppid, uid=int(uid_line.split()[1]),
+                                         name=name, exe=exe)
     return table
 
 

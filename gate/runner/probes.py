@@ -145,7 +145,7 @@ def read_memlock(limits_file: Path | None = None) -> int | None:
     return None
 
 
-def read_host(proc_root: Path, cgroup_root: Path, cpu_root: Path, env: dict[str, str],
+def read_host(proc_root: Path, cgroup_root: Path, *, cpu_root: Path, env: dict[str, str],
               probe: dict | None) -> HostFacts:
     """The runner as a server started from `env` would find it. `probe` is what
     gate.runner.fingerprint.probe_interpreter printed in the server's interpreter (None: not run)."""

@@ -141,8 +141,9 @@ def ensure_installed(release: Release, *, cache_dir: Path, base_python: str = sy
         if (marker := ready(folder)) is not None:
             log(f"{release.requirement}: installed already ({folder})")
             return Installed(folder, marker, fresh=False)
-        return Installed(folder, _install(release, folder, base_python, torch_index, log),
-                         fresh=True)
+        marker = _install(release, folder, base_python=base_python, torch_index=torch_index,
+                          log=log)
+        return Installed(folder, marker, fresh=True)
 
 
 @contextlib.contextmanager
@@ -153,7 +154,7 @@ def _locked(folder: Path) -> Iterator[None]:
         yield
 
 
-def _install(release: Release, folder: Path, base_python: str, torch_index: str,
+def _install(release: Release, folder: Path, *, base_python: str, torch_index: str,
              log: Log) -> ReadyMarker:
     started = time.monotonic()
     if folder.exists():  # an install that did not finish: never half-trusted

@@ -1,9 +1,13 @@
 """ARCHITECTURE.md stays a true map: every module of gate/ is named there, every module it
-names exists, and its layer table matches the import contract that `make lint` enforces."""
+names exists, its layer table matches the import contract that `make lint` enforces, and
+importing one module of a stage imports only what that module needs."""
 
 from __future__ import annotations
 
+import ast
 import re
+import subprocess
+import sys
 import tomllib
 
 from support.paths import REPO_ROOT
@@ -50,3 +54,22 @@ def test_every_package_says_what_it_does():
         if init.is_file():
             text = init.read_text()
             assert text.startswith('"""') and len(text.split('"""')[1].split()) >= 12, pkg.name
+
+
+def test_importing_one_module_of_a_stage_does_not_import_the_stage():
+    """Each package's `__init__.py` is its docstring alone: `gate publish` imports neither
+    numpy nor scipy through a stage it touches."""
+    code = ("import sys; import gate.judge.verdict; "
+            "print('gate.judge.compare' in sys.modules, 'scipy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["False", "False"]
+
+
+def test_every_package_init_is_its_docstring_alone():
+    """No package re-exports names (nothing imports from a package root but `gate.cli`'s
+    entry point, `main`): everyone imports from the module that defines a name."""
+    for init in GATE.glob("*/__init__.py"):
+        if init.parent.name != "cli":
+            tree = ast.parse(init.read_text())
+            assert len(tree.body) == 1 and isinstance(tree.body[0], ast.Expr), init

@@ -230,8 +230,8 @@ def test_unconstrained_server_output_is_an_error_not_a_pass(running_server, tmp_
                                          "warmup.requests": 0})
     original = workload.request_body
 
-    def ignored_field(spec, model, prompt, guided, schema, free_max_tokens=None):
-        body = original(spec, model, prompt, False, None, None)
+    def ignored_field(spec, model, *, prompt, guided, schema, free_max_tokens=None):
+        body = original(spec, model, prompt=prompt, guided=False, schema=None)
         body.pop("ignore_eos", None)
         body["guided_json"] = schema  # removed around v0.12: vLLM ignores it
         return body

@@ -36,7 +36,8 @@ def night_series(count, *, step_at=30, step=0.6, recover_at=None, seed=1):
 
 def sync(gh, series, acks=None, settings=SETTINGS):
     sd = detect_series(series, acknowledgements=acks or [])
-    return sync_alerts(gh, GITHUB_ACTIONS, [sd], {sd.key: series}, settings)
+    return sync_alerts(gh, GITHUB_ACTIONS, detection=[sd], series={sd.key: series},
+                       settings=settings)
 
 
 def test_a_new_change_point_opens_one_issue_and_dispatches_the_bisect(fake, gh):

@@ -74,7 +74,7 @@ def reqs(n):
 
 def test_records_every_chunk_and_usage(serve):
     url = serve(FakeVllm(tokens=5, delay=0.01))
-    responses, start, end = asyncio.run(run_closed_loop(url, reqs(3), 2, 10))
+    responses, start, end = asyncio.run(run_closed_loop(url, reqs(3), concurrency=2, timeout_s=10))
     assert len(responses) == 3 and end > start
     for r in responses:
         assert r.error is None and r.status == 200
@@ -88,19 +88,19 @@ def test_records_every_chunk_and_usage(serve):
 def test_closed_loop_keeps_exactly_c_in_flight(serve):
     fake = FakeVllm(tokens=3, delay=0.02)
     url = serve(fake)
-    asyncio.run(run_closed_loop(url, reqs(12), 4, 10))
+    asyncio.run(run_closed_loop(url, reqs(12), concurrency=4, timeout_s=10))
     assert fake.peak == 4
 
 
 def test_http_errors_are_recorded_not_raised(serve):
     url = serve(FakeVllm(status=400))
-    responses, _, _ = asyncio.run(run_closed_loop(url, reqs(2), 2, 10))
+    responses, _, _ = asyncio.run(run_closed_loop(url, reqs(2), concurrency=2, timeout_s=10))
     assert all(r.status == 400 and r.error.startswith("HTTP 400") for r in responses)
 
 
 def test_a_stream_cut_short_is_an_error(serve):
     url = serve(FakeVllm(break_stream=True))
-    (r,), _, _ = asyncio.run(run_closed_loop(url, reqs(1), 1, 10))
+    (r,), _, _ = asyncio.run(run_closed_loop(url, reqs(1), concurrency=1, timeout_s=10))
     assert r.error == "stream ended without [DONE]"
 
 
@@ -109,13 +109,15 @@ def test_unreachable_server_is_an_error_per_request():
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     sock.close()
-    (r,), _, _ = asyncio.run(run_closed_loop(f"http://127.0.0.1:{port}", reqs(1), 1, 5))
+    (r,), _, _ = asyncio.run(run_closed_loop(f"http://127.0.0.1:{port}", reqs(1), concurrency=1,
+                                             timeout_s=5))
     assert r.error and "ClientConnectorError" in r.error
 
 
 def test_abort_stops_sending(serve):
     url = serve(FakeVllm())
-    responses, _, _ = asyncio.run(run_closed_loop(url, reqs(3), 1, 10, abort=lambda: "server died"))
+    responses, _, _ = asyncio.run(run_closed_loop(url, reqs(3), concurrency=1, timeout_s=10,
+                                                  abort=lambda: "server died"))
     assert [r.error for r in responses] == ["not sent: server died"] * 3
 
 
@@ -127,8 +129,8 @@ def test_a_window_measures_the_requests_sent_inside_it_under_full_load(serve):
     def make():
         return Request(index=next(counter), body={"stream": True, "messages": []}, schema=None)
 
-    result = asyncio.run(run_window(url, make, 4, SteadyWindow(seconds=0.6, min_requests=8,
-                                                         max_seconds=5), 10))
+    window = SteadyWindow(seconds=0.6, min_requests=8, max_seconds=5)
+    result = asyncio.run(run_window(url, make, concurrency=4, window=window, timeout_s=10))
     assert result.warm_in >= 4 and fake.peak == 4
     assert len(result.measured) >= 8 and all(r.error is None for r in result.measured)
     assert all(result.start <= r.send < result.end for r in result.measured)
@@ -148,7 +150,8 @@ def test_a_window_stops_at_the_first_failure(serve):
     def make():
         return Request(index=next(counter), body={"stream": True, "messages": []}, schema=None)
 
-    result = asyncio.run(run_window(url, make, 2, SteadyWindow(1.0, 2, 5), 10))
+    result = asyncio.run(run_window(url, make, concurrency=2, window=SteadyWindow(1.0, 2, 5),
+                                    timeout_s=10))
     assert result.measured and all(r.error.startswith("HTTP 500") for r in result.measured)
 
 
@@ -172,7 +175,8 @@ def test_staggered_slots_start_spread_over_the_given_time(serve):
         sends.append(time.perf_counter())
         return Request(index=next(counter), body={"stream": True, "messages": []}, schema=None)
 
-    asyncio.run(run_window(url, make, 4, SteadyWindow(0.3, 4, 5, stagger_s=0.4), 10))
+    asyncio.run(run_window(url, make, concurrency=4, window=SteadyWindow(0.3, 4, 5, stagger_s=0.4),
+                           timeout_s=10))
     first_four = sends[:4]
     assert 0.25 <= first_four[-1] - first_four[0] <= 0.9  # slot 3 starts 3/4 of 0.4 s later
 
@@ -191,7 +195,8 @@ def test_the_window_opens_only_once_every_slot_has_sent(serve):
         sends[index] = time.perf_counter()
         return Request(index=index, body={"stream": True, "messages": []}, schema=None)
 
-    result = asyncio.run(run_window(url, make, 4, SteadyWindow(0.3, 4, 5, stagger_s=1.0), 10))
+    result = asyncio.run(run_window(url, make, concurrency=4,
+                                    window=SteadyWindow(0.3, 4, 5, stagger_s=1.0), timeout_s=10))
     assert result.warm_in >= 4
     last_slot_joined = sorted(sends.values())[:result.warm_in][-1]
     assert result.start >= last_slot_joined

@@ -49,7 +49,7 @@ def repo(tmp_path):
 def test_a_precompiled_install_uses_the_commits_own_wheel(shim, repo, tmp_path):
     python, log = shim
     path, shas = repo
-    built = install_commit(path, shas[1], "precompiled", tmp_path / "b", python)
+    built = install_commit(path, shas[1], mode="precompiled", dest=tmp_path / "b", python=python)
     assert git(tmp_path / "b" / "src", "rev-parse", "HEAD") == shas[1]
     assert built.commit == shas[1] and built.python == str(tmp_path / "b/venv/bin/python")
     (line,) = log.read_text().splitlines()
@@ -62,7 +62,7 @@ def test_a_failed_install_is_not_built_never_a_measurement(shim, repo, tmp_path,
     path, shas = repo
     monkeypatch.setenv("PIP_EXIT", "1")
     with pytest.raises(NotBuilt, match=f"the precompiled install of {shas[1][:12]} failed"):
-        install_commit(path, shas[1], "precompiled", tmp_path / "b", python)
+        install_commit(path, shas[1], mode="precompiled", dest=tmp_path / "b", python=python)
 
 
 def test_later_commits_are_overlays_over_the_build_a_bisect_installed(shim, repo, tmp_path):

@@ -12,7 +12,8 @@ HEAD, OLD = "a" * 40, "b" * 40
 
 
 def ack(check, sha=HEAD, reason="pinned memory for correctness"):
-    return Acknowledgement(check, "maintainer", reason, sha, "2026-01-02T00:00:00+00:00")
+    return Acknowledgement(check=check, login="maintainer", reason=reason, head_sha=sha,
+                           at="2026-01-02T00:00:00+00:00")
 
 
 def two_failing():

@@ -8,7 +8,7 @@ from support.calibrations import noise_for_results
 from support.factories import cell, gpu_plan, make_results
 
 from gate.judge.compare import ABReference, compare_results
-from gate.judge.improvement import change_word, improvements, mark_improvements, past_threshold
+from gate.judge.improvement import improvements, mark_improvements, past_threshold
 from gate.judge.verdict import Check, Outcome
 from gate.plan.thresholds import Thresholds
 from gate.report.terminal import render_verdict
@@ -78,5 +78,3 @@ def test_past_threshold_reads_each_direction():
     assert not past_threshold(rel("higher_is_better", 11.0, 20.0, Outcome.INCONCLUSIVE))
     marked = mark_improvements([rel("lower_is_better", -20.0, -10.5)])
     assert marked[0].improved
-    assert change_word(rel("lower_is_better", -20.0, -10.5)) == "better"
-    assert change_word(rel("higher_is_better", -20.0, -10.5)) == "worse"

@@ -38,8 +38,9 @@ def spec(p: Prior | None = None, threshold: float = T, direction=seq.LOWER) -> C
 def simulate(change: float, spread: Spread, p: Prior | None, blocks: int = 20,
              paths: int = 4000, seed: int = 1, design: Design = DESIGN):
     rng = np.random.default_rng(seed)
-    drawn = draw(rng, spread, change, paths, Layout(blocks, design.rounds_per_block))
-    return seq.run_paths(drawn.badness, spec(p), design, drawn.base)
+    drawn = draw(rng, spread, change=change, paths=paths,
+                 layout=Layout(blocks, design.rounds_per_block))
+    return seq.run_paths(drawn.badness, spec(p), design=design, base=drawn.base)
 
 
 def fail_rate(p) -> float:
@@ -123,12 +124,14 @@ def test_a_calibration_that_understates_this_runner_is_scaled_up():
     the understated prior."""
     rng = np.random.default_rng(7)
     off = prior(TPOT_C8, scale=1 / 3)
-    drawn = [draw(rng, TPOT_C8, seq.zone_for(T).theta0, 20000, Layout(20, 2)) for _ in range(5)]
+    drawn = [draw(rng, TPOT_C8, change=seq.zone_for(T).theta0, paths=20000, layout=Layout(20, 2))
+             for _ in range(5)]
     runner = seq.runner_gauge([d.badness for d in drawn], [off] * 5, DESIGN)
-    result = seq.run_paths(drawn[0].badness, spec(off), DESIGN, drawn[0].base, runner)
+    result = seq.run_paths(drawn[0].badness, spec(off), design=DESIGN, base=drawn[0].base,
+                           runner=runner)
     assert np.median(result.scaled) > 4.0
     assert fail_rate(result) <= 3 * DESIGN.mean_alpha
-    alone = seq.run_paths(drawn[0].badness, spec(off), DESIGN, drawn[0].base)
+    alone = seq.run_paths(drawn[0].badness, spec(off), design=DESIGN, base=drawn[0].base)
     assert fail_rate(alone) > fail_rate(result)  # one check's own rounds say it later
 
 
@@ -137,8 +140,8 @@ def test_a_calibration_that_matches_keeps_its_weight():
     spread is past what one shared noise explains (10% of looks), so it shortens the test."""
     rng = np.random.default_rng(13)
     exact = prior(TPOT_C8)
-    drawn = draw(rng, TPOT_C8, 0.0, 4000, Layout(20, 2))
-    result = seq.run_paths(drawn.badness, spec(exact), DESIGN, drawn.base)
+    drawn = draw(rng, TPOT_C8, change=0.0, paths=4000, layout=Layout(20, 2))
+    result = seq.run_paths(drawn.badness, spec(exact), design=DESIGN, base=drawn.base)
     assert np.mean(result.scaled[result.code == -1] == 1.0) > 0.6
 
 
@@ -277,7 +280,8 @@ def test_unpaired_interval_covers_at_small_n(n_head):
         prior_sd = sigma * math.sqrt(rng.chisquare(6) / 6)
         base = np.exp(rng.normal(math.log(100.0), sigma, 3))
         head = np.exp(rng.normal(math.log(90.0), sigma, n_head))
-        iv = seq.unpaired_interval(seq.log_sample(head), seq.log_sample(base), prior_sd, 6, 0.90)
+        iv = seq.unpaired_interval(seq.log_sample(head), seq.log_sample(base), prior_sigma=prior_sd,
+                                   prior_df=6, confidence=0.90)
         hits += iv.lo_pct <= -10.0 <= iv.hi_pct
     assert 0.88 <= hits / trials <= 0.92
 

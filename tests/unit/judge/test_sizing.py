@@ -38,9 +38,10 @@ def test_a_block_costs_a_pair_of_server_starts_and_its_rounds():
 
 def test_persistent_blocks_share_an_offset_per_round_blocks_do_not():
     rng = np.random.default_rng(0)
-    shared = draw(rng, Spread(0.1, 0.0), 0.0, 2000, Layout(3, 2)).badness
+    shared = draw(rng, Spread(0.1, 0.0), change=0.0, paths=2000, layout=Layout(3, 2)).badness
     assert np.allclose(shared[:, 0], shared[:, 1])
-    own = draw(rng, Spread(0.1, 0.0), 0.0, 2000, Layout(3, 2, pairs_per_block=2)).badness
+    own = draw(rng, Spread(0.1, 0.0), change=0.0, paths=2000,
+               layout=Layout(3, 2, pairs_per_block=2)).badness
     assert not np.allclose(own[:, 0], own[:, 1])
     assert np.std(own.mean(axis=1)) == pytest.approx(0.1 / math.sqrt(6), rel=0.1)
 
@@ -48,7 +49,8 @@ def test_persistent_blocks_share_an_offset_per_round_blocks_do_not():
 def test_each_builds_rounds_make_the_paired_spread():
     """Each build's own rounds vary by within / sqrt 2, so the paired ratio's rounds vary by
     `within` around their block's offset, and the head's figure is the base's plus it."""
-    drawn = draw(np.random.default_rng(1), Spread(0.0, 0.1), 0.05, 20000, Layout(1, 2))
+    drawn = draw(np.random.default_rng(1), Spread(0.0, 0.1), change=0.05, paths=20000,
+                 layout=Layout(1, 2))
     assert np.std(drawn.base) == pytest.approx(0.1 / math.sqrt(2), rel=0.05)
     assert np.std(drawn.badness) == pytest.approx(0.1, rel=0.05)
     assert np.allclose(drawn.head - drawn.base, drawn.badness)

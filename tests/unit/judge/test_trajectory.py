@@ -51,7 +51,9 @@ def test_the_looks_end_where_the_verdict_decided(head_rpm):
 def test_why_names_the_change_against_the_threshold_or_the_limit():
     def traj(outcome, rnd, gross=False):
         from gate.judge.trajectory import Look
-        return Trajectory("c", "C", [Look(rnd, -14.0, -20.0, -11.0, outcome, gross)], -10.0, 8)
+        look = Look(round=rnd, delta_pct=-14.0, low_pct=-20.0, high_pct=-11.0, outcome=outcome,
+                    gross=gross)
+        return Trajectory(check="c", label="C", looks=[look], threshold_pct=-10.0, max_rounds=8)
 
     assert traj(Outcome.FAIL, 4).why == \
         "failed at round 4: -14.0% (-20.0% to -11.0%), past the threshold -10%"

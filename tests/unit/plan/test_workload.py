@@ -66,13 +66,14 @@ def test_bad_schema_is_a_clear_error():
 
 def test_request_bodies_per_transport_and_arm():
     spec = WorkloadSpec()
-    guided = request_body(spec, "m", "p", True, PERSON_SCHEMA)
+    guided = request_body(spec, "m", prompt="p", guided=True, schema=PERSON_SCHEMA)
     assert guided["response_format"]["json_schema"]["schema"] == PERSON_SCHEMA
     assert guided["stream"] and guided["stream_options"] == {"include_usage": True}
     assert "ignore_eos" not in guided
-    so = request_body(WorkloadSpec(schema_transport="structured_outputs"), "m", "p", True, {})
+    so = request_body(WorkloadSpec(schema_transport="structured_outputs"), "m", prompt="p",
+                      guided=True, schema={})
     assert so["structured_outputs"] == {"json": {}} and "response_format" not in so
-    free = request_body(spec, "m", "p", False, None, free_max_tokens=17)
+    free = request_body(spec, "m", prompt="p", guided=False, schema=None, free_max_tokens=17)
     assert free["ignore_eos"] is True and free["max_tokens"] == 17
     assert "response_format" not in free
 

@@ -78,9 +78,11 @@ def test_the_comment_shows_the_bars_and_the_history_on_main():
 
 
 def test_the_comment_says_why_the_sequential_test_stopped():
-    t = Trajectory("drain.req_per_min", "drain req/min (guided)",
-                   [Look(2, -45.0, -60.0, -20.0, Outcome.INCONCLUSIVE),
-                    Look(4, -47.0, -55.0, -38.0, Outcome.FAIL)], -10.0, 8)
+    looks = [Look(round=2, delta_pct=-45.0, low_pct=-60.0, high_pct=-20.0,
+                  outcome=Outcome.INCONCLUSIVE),
+             Look(round=4, delta_pct=-47.0, low_pct=-55.0, high_pct=-38.0, outcome=Outcome.FAIL)]
+    t = Trajectory(check="drain.req_per_min", label="drain req/min (guided)", looks=looks,
+                   threshold_pct=-10.0, max_rounds=8)
     md = report(f.verdict(), trajectories=[t])
     assert "<summary>The sequential test, look by look</summary>" in md
     assert ("drain req/min (guided): failed at round 4: -47.0% (-55.0% to -38.0%), past the "

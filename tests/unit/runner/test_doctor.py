@@ -108,8 +108,8 @@ def test_read_host_reads_the_quota_of_cgroup_v1_and_v2(tmp_path, layout):
     else:
         write(tmp_path, "cg/cpu,cpuacct/cpu.cfs_quota_us", "150000\n")
         write(tmp_path, "cg/cpu,cpuacct/cpu.cfs_period_us", "100000\n")
-    facts = read_host(tmp_path, tmp_path / "cg", tmp_path / "sys", {"OMP_NUM_THREADS": "6"},
-                      {"torch_threads": 6})
+    facts = read_host(tmp_path, tmp_path / "cg", cpu_root=tmp_path / "sys",
+                      env={"OMP_NUM_THREADS": "6"}, probe={"torch_threads": 6})
     assert (facts.quota_cpus, facts.cgroup_version) == (1.5, int(layout[1]))
     (f,) = cpu_quota_findings(facts)
     assert f.id == "cpu.quota_oversubscribed" and "OMP_NUM_THREADS=1" in f.fix
