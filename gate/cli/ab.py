@@ -8,16 +8,16 @@ import sys
 from pathlib import Path
 
 from gate.cli.common import add_model_runner, assignments, diff_settings, int_list
-from gate.core.errors import CannotDecide, GateError
+from gate.core.errors import GateError
 from gate.core.git import merge_base, resolve_ref
 from gate.core.progress import Progress
 from gate.core.settings import Settings
 from gate.evidence import wait
 from gate.evidence.hunks import check_repo
 from gate.flows import ab, ab_continue, backends, calibrate, first_start, upgrade
-from gate.judge.ab_design import CALIBRATION_BLOCKS, Uncalibrated
+from gate.judge.ab_design import CALIBRATION_BLOCKS, NoDesign
 from gate.judge.noise import cache_noise_dir
-from gate.judge.verdict import Verdict, error_verdict, save_verdict, undecided_verdict
+from gate.judge.verdict import Verdict, error_verdict, save_verdict
 from gate.measure.results import load_results
 from gate.plan.spec import Plan, apply_overrides, builtin_server_problem, load_plan, pin_runner
 from gate.profile.diff_file import DiffSettings
@@ -197,20 +197,6 @@ def _profiling(args) -> ab.Profiling:
 
 def handle(args, settings: Settings) -> int:
     progress = Progress(quiet=args.quiet)
-    out = args.resume or args.out
-    try:
-        return _handle(args, settings, progress)
-    except CannotDecide as exc:
-        # Stopped before measuring anything it could decide: still a verdict (undecided, with
-        # what would decide), so that no later step re-judges an empty folder as a pass.
-        verdict = undecided_verdict(str(exc), decide_with=exc.decide_with)
-        path = save_verdict(verdict, out / "verdict.json")
-        print(terminal.render_verdict(verdict))
-        print(f"\nverdict: {path}")
-        return verdict.exit_code
-
-
-def _handle(args, settings: Settings, progress: Progress) -> int:
     check_sources(args, settings)
     if args.resume:
         return finish(_resume(args, settings, progress), args.resume)
@@ -231,8 +217,11 @@ def _handle(args, settings: Settings, progress: Progress) -> int:
         for name in names:  # one whole A/B per backend, each with its own servers and test
             progress(f"backend {name}: A/B")
             each = backends.for_backend(options, name)
-            done.append((name, _new(args, settings, each, resolved)))
-            finish(done[-1][1], each.out, name, builds=resolved)
+            result = _new(args, settings, each, resolved)
+            if isinstance(result, NoDesign):
+                return not_started(result, args.out)  # no backend's A/B can start either
+            done.append((name, result))
+            finish(result, each.out, name, builds=resolved)
     except first_start.FirstStartFailed as exc:
         return _did_not_serve(exc, args.out)
     index = backends.write_index(args.out, "ab", [backends.entry(name, result.verdict)
@@ -282,10 +271,12 @@ def _continued(args, settings: Settings, options: ab.ABOptions,
     return finish(result, args.out, builds=resolved, earlier_test=continued.why)
 
 
-def finish(result: ab.ABResult, out: Path, backend: str | None = None, *,
+def finish(result: ab.ABResult | NoDesign, out: Path, backend: str | None = None, *,
            builds: upgrade.Builds | None = None, earlier_test: str | None = None) -> int:
     """Write and print one A/B's verdict (with where the wait is, how the builds were made,
     and what a rerun did with an earlier test); its exit code."""
+    if isinstance(result, NoDesign):
+        return not_started(result, out)
     verdict = with_wait_findings(result)
     if builds is not None:
         verdict = builds.annotate(verdict)
@@ -298,6 +289,17 @@ def finish(result: ab.ABResult, out: Path, backend: str | None = None, *,
     print(terminal.render_verdict(verdict))
     print(f"\nverdict: {path} (base: {out / 'base'}, head: {out / 'head'}; the test's state: "
           f"{out / 'ab-state.json'})")
+    return verdict.exit_code
+
+
+def not_started(no_design: NoDesign, out: Path) -> int:
+    """An A/B that stopped before measuring anything it could decide: still a verdict
+    (undecided, with what would decide), so that no later step re-judges an empty folder as a
+    pass."""
+    verdict = no_design.verdict()
+    path = save_verdict(verdict, out / "verdict.json")
+    print(terminal.render_verdict(verdict))
+    print(f"\nverdict: {path}")
     return verdict.exit_code
 
 
@@ -342,19 +344,19 @@ def _options(args, plan: Plan, progress: Progress, settings: Settings,
 
 
 def _new(args, settings: Settings, options: ab.ABOptions,
-         resolved: upgrade.Builds) -> ab.ABResult:
+         resolved: upgrade.Builds) -> ab.ABResult | NoDesign:
+    """A new A/B (each build's first start before it); with --calibrate, when no calibration
+    applies, this runner is calibrated first (kept in the cache folder), then the A/B starts."""
     plan, base, progress = options.plan, options.base, options.progress
     # a fresh build's first start (compile caches filled), apart from every block's cost
     resolved.first += first_start.first_starts(
         plan, resolved.candidates(_envs(args)), out=options.out, cache_dir=settings.cache_dir,
         policy=args.first_start, progress=progress)
-    try:
-        return ab.ab(options)
-    except Uncalibrated as exc:
-        if not args.calibrate:
-            raise
-        blocks = exc.more_blocks or args.calibration_blocks
-        progress(f"{exc}\n--calibrate: calibrating this runner first ({blocks} blocks)")
+    result = ab.ab(options)
+    if not (args.calibrate and isinstance(result, NoDesign) and result.uncalibrated):
+        return result
+    blocks = args.calibration_blocks
+    progress(f"{result.why}\n--calibrate: calibrating this runner first ({blocks} blocks)")
     done = calibrate.calibrate(calibrate.CalibrateOptions(
         plan=plan, build=base, blocks=max(blocks, calibrate.MIN_BLOCKS),
         out=options.out / "calibration",

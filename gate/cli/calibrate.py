@@ -13,7 +13,7 @@ from gate.core.errors import GateError
 from gate.core.progress import Progress
 from gate.core.settings import Settings
 from gate.flows import ab, calibrate
-from gate.judge.ab_design import CALIBRATION_BLOCKS, calibrated_design
+from gate.judge.ab_design import CALIBRATION_BLOCKS, NoDesign, calibrated_design
 from gate.judge.noise import (
     DEFAULT_NOISE_DIR,
     CalibrationKey,
@@ -130,12 +130,12 @@ def handle(args, settings: Settings) -> int:
               f"({pooled.block_df} df, {pooled.runs} run(s)); between server pairs "
               f"{spread.between:.1%}, between rounds {spread.within:.1%} (rounds: "
               f"{rounds_share:.0%} of a block's variance, what longer cells would shrink)")
-    if done.design is not None:
+    if isinstance(done.design, NoDesign):
+        print(f"gate ab on this runner: cannot decide yet: {done.design.why}")
+    else:
         print(f"gate ab on this runner: {done.design.describe()}")
         if done.design.note:
             print(f"  note: {done.design.note}")
-    else:
-        print(f"gate ab on this runner: cannot decide yet: {done.why_not}")
     return 0
 
 

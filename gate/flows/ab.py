@@ -43,7 +43,7 @@ from gate.flows.ab_state import (
     save_state,
 )
 from gate.flows.diff_artifacts import ProfilePair, write_diff
-from gate.judge.ab_design import design_ab
+from gate.judge.ab_design import NoDesign, design_ab
 from gate.judge.compare import ABReference, compare_results
 from gate.judge.noise import CalibrationCost, Noise, noise_dirs, noise_for, runner_key
 from gate.judge.sizing import RunnerCost
@@ -116,7 +116,7 @@ class ABOptions:
     progress: Progress = field(default_factory=lambda: Progress(quiet=True))
     profiling: Profiling = field(default_factory=lambda: Profiling(policy="never"))
     # Without a calibration: run the test on the run's own noise; False: stop before measuring
-    # (Uncalibrated, exit 5: gate ab --calibrate calibrates first).
+    # (NoDesign, exit 5: gate ab --calibrate calibrates first).
     screen: bool = True
     started_in: str | None = None  # the CI run's URL, kept in ab-state.json for a rerun
 
@@ -362,9 +362,10 @@ class ABRun:
 # ---------------------------------------------------------------- public entry points
 
 
-def ab(options: ABOptions) -> ABResult:
+def ab(options: ABOptions) -> ABResult | NoDesign:
     """Run one A/B from its first round: fix the design (from the runner's calibration, or the
-    plan's limits when none applies), then measure blocks until decided."""
+    plan's limits when none applies), then measure blocks until decided. NoDesign: no A/B can
+    start here, said before anything is measured."""
     plan, thresholds = options.plan, options.thresholds or options.plan.thresholds
     sides = {b.label: make_side(plan, b, options.out, options.cache_dir)
              for b in (options.base, options.head)}
@@ -376,8 +377,10 @@ def ab(options: ABOptions) -> ABResult:
     cache = options.cache_dir if options.cache_calibrations else None
     noise = noise_for(noise_dirs(options.noise_dirs, cache), plan.name,
                       plan.measurement_hash(), sides["head"].fingerprint)
-    design = FixedDesign.of(design_ab(plan, thresholds, noise,
-                                      require_calibration=not options.screen))
+    designed = design_ab(plan, thresholds, noise=noise, require_calibration=not options.screen)
+    if isinstance(designed, NoDesign):
+        return designed
+    design = FixedDesign.of(designed)
     options.progress(f"design: {design.description}")
     if design.note:
         options.progress(f"  note: {design.note}")

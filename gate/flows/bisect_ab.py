@@ -23,13 +23,13 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from gate.core.errors import MeasurementError
+from gate.core.errors import EXIT_UNDECIDED, GateError, MeasurementError
 from gate.core.files import write_atomic
 from gate.core.progress import Progress
 from gate.evidence.bisect_record import Measured
 from gate.evidence.bisection import deciding_effect
 from gate.flows import ab
-from gate.judge.ab_design import Uncalibrated
+from gate.judge.ab_design import NoDesign
 from gate.judge.verdict import Outcome, Verdict
 from gate.plan.spec import Plan
 from gate.plan.thresholds import Thresholds
@@ -102,10 +102,12 @@ class ABRunner:
 
 def _call(start, out: Path) -> ABOutcome:
     began = time.monotonic()
-    try:
-        result = start()
-    except Uncalibrated as exc:  # a runner that must be calibrated first (screen=False)
-        return ABOutcome(None, None, time.monotonic() - began, screened=str(exc))
+    result = start()
+    if isinstance(result, NoDesign):
+        if not result.uncalibrated:  # nothing a step could decide: the bisect stops, naming why
+            raise GateError(result.why, exit_code=EXIT_UNDECIDED)
+        # a runner that must be calibrated first (screen=False)
+        return ABOutcome(None, None, time.monotonic() - began, screened=result.why)
     write_atomic(out / "verdict.json", result.verdict.model_dump_json(indent=1))
     if result.verdict.outcome == Outcome.UNDECIDED:  # one screening block, no gross slowdown
         return ABOutcome(None, None, time.monotonic() - began,

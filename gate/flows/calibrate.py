@@ -12,11 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gate.core.errors import CannotDecide, GateError
+from gate.core.errors import GateError
 from gate.core.progress import Progress
 from gate.flows import ab
 from gate.flows.ab_state import FixedDesign
-from gate.judge.ab_design import ABDesign, calibrated_design, design_ab
+from gate.judge.ab_design import ABDesign, NoDesign, calibrated_design, design_ab
 from gate.judge.checks import per_repeat, ratio_slots, slots
 from gate.judge.noise import (
     CalibrationCost,
@@ -80,8 +80,7 @@ class Calibrated:
     path: Path
     run: CalibrationRun
     noise: Noise  # every calibration that now applies to this runner and plan
-    design: ABDesign | None  # what gate ab will run, sized by them
-    why_not: str = ""  # when there is no design: why (CannotDecide's message)
+    design: ABDesign | NoDesign  # what gate ab will run, sized by them, or why none can
 
 
 def calibrate(options: CalibrateOptions) -> Calibrated:
@@ -107,10 +106,7 @@ def calibrate(options: CalibrateOptions) -> Calibrated:
     for warning in offset_warnings(run):
         options.progress(f"warning: {warning}")
     noise = noise_for([*(options.noise_dirs or []), options.store], plan.name, head.plan_hash, fp)
-    try:
-        return Calibrated(path, run, noise, design_ab(plan, plan.thresholds, noise))
-    except CannotDecide as exc:
-        return Calibrated(path, run, noise, None, str(exc))
+    return Calibrated(path, run, noise, design_ab(plan, plan.thresholds, noise=noise))
 
 
 def _measure(options: CalibrateOptions) -> tuple[Results, Results, CalibrationCost | None]:
