@@ -15,6 +15,7 @@ from gate.core.settings import Settings
 from gate.evidence import wait
 from gate.evidence.hunks import check_repo
 from gate.flows import ab, ab_continue, backends, calibrate, first_start, upgrade
+from gate.flows.sides import Build, resolve_python
 from gate.judge.ab_design import CALIBRATION_BLOCKS, NoDesign
 from gate.judge.noise import cache_noise_dir
 from gate.judge.verdict import Verdict, error_verdict, save_verdict
@@ -166,7 +167,7 @@ def _commit_builds(args, progress: Progress) -> upgrade.Builds:
     installed_commit = resolve_ref(args.repo, args.installed_commit) if args.installed_commit \
         else merge_base(args.repo, base, head)
     installed = commit_build.installed_as(args.repo, installed_commit,
-                                          ab.resolve_python(args.over))
+                                          resolve_python(args.over))
     out = args.resume or args.out
     made = {}
     for label, commit in (("base", base), ("head", head)):
@@ -177,9 +178,9 @@ def _commit_builds(args, progress: Progress) -> upgrade.Builds:
     return upgrade.Builds(made, notes=[f"{label} build: {b.how}" for label, b in made.items()])
 
 
-def _builds(args, resolved: upgrade.Builds) -> tuple[ab.Build, ab.Build]:
+def _builds(args, resolved: upgrade.Builds) -> tuple[Build, Build]:
     envs = _envs(args)
-    made = {label: ab.Build(label, b.python, {**b.env, **envs[label]})
+    made = {label: Build(label=label, python=b.python, env={**b.env, **envs[label]})
             for label, b in resolved.resolved.items()}
     return made["base"], made["head"]
 

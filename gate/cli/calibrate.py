@@ -12,7 +12,8 @@ from gate.cli.common import add_model_runner, assignments, int_list
 from gate.core.errors import GateError
 from gate.core.progress import Progress
 from gate.core.settings import Settings
-from gate.flows import ab, calibrate
+from gate.flows import calibrate
+from gate.flows.sides import Build
 from gate.judge.ab_design import CALIBRATION_BLOCKS, NoDesign, calibrated_design
 from gate.judge.noise import (
     DEFAULT_NOISE_DIR,
@@ -107,8 +108,8 @@ def handle(args, settings: Settings) -> int:
     progress = Progress(quiet=args.quiet)
     resolved = resolve_build(args.python, label="python", cache_dir=settings.cache_dir,
                              torch_index=settings.torch_index, log=progress)
-    build = ab.Build("build", resolved.python, {**resolved.env,
-                                                **assignments(args.env, "--env")})
+    build = Build(label="build", python=resolved.python,
+                  env={**resolved.env, **assignments(args.env, "--env")})
     done = calibrate.calibrate(calibrate.CalibrateOptions(
         plan=plan, build=build, blocks=args.blocks, out=args.out, store=args.noise_dir,
         cache_dir=settings.cache_dir, progress=progress,
@@ -187,7 +188,7 @@ def add(folder: Path, trusted: str | None, target: Path) -> int:
     if not (folder / "base" / "results.json").is_file():
         raise GateError(f"--add {folder}: no base/results.json there (a folder gate ab wrote "
                         "is needed)")
-    added = calibrate.trusted_run(folder, trusted, shlex.join(["gate", *sys.argv[1:]]))
+    added = calibrate.trusted_run(folder, trusted, command=shlex.join(["gate", *sys.argv[1:]]))
     path = store_run(target, added.key, added.run)
     what = ("paired A/A rounds" if trusted == "both" else "the base build's own spreads")
     print(f"added {what} of {added.rounds} rounds ({len(added.run.checks)} checks) from "

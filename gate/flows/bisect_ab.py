@@ -29,6 +29,7 @@ from gate.core.progress import Progress
 from gate.evidence.bisect_record import Measured
 from gate.evidence.bisection import deciding_effect
 from gate.flows import ab
+from gate.flows.sides import Build
 from gate.judge.ab_design import NoDesign
 from gate.judge.verdict import Outcome, Verdict
 from gate.plan.spec import Plan
@@ -86,8 +87,8 @@ class ABRunner:
     def run(self, settings: ABSettings, base: BuildUnderTest, head: BuildUnderTest,
             out: Path) -> ABOutcome:
         options = ab.ABOptions(
-            plan=settings.plan, base=ab.Build("base", base.python, base.env),
-            head=ab.Build("head", head.python, head.env), out=out,
+            plan=settings.plan, base=Build(label="base", python=base.python, env=base.env),
+            head=Build(label="head", python=head.python, env=head.env), out=out,
             cache_dir=settings.cache_dir, thresholds=settings.thresholds,
             noise_dirs=settings.noise_dirs, cache_calibrations=settings.cache_calibrations,
             progress=settings.progress, profiling=settings.profiling, screen=True)
