@@ -144,7 +144,7 @@ def ab_settings(args) -> dict:
     return {k: v for k, v in changes.items() if v is not None}
 
 
-def _resolved(args, settings: Settings, progress: Progress) -> upgrade.Builds:
+def _resolved(args, settings: Settings, *, progress: Progress) -> upgrade.Builds:
     """Both builds (a release installed into the cache first when it is not there yet; two
     commits of a checkout laid over one installed build with --repo)."""
     if args.repo is not None:
@@ -173,8 +173,8 @@ def _commit_builds(args, progress: Progress) -> upgrade.Builds:
     for label, commit in (("base", base), ("head", head)):
         build = commit_build.commit_over(args.repo, commit, installed, out / "overlays" / label)
         progress(f"{label} {commit[:12]}: {build.how}")
-        made[label] = ResolvedBuild(label, f"{args.repo}@{commit[:12]}", "commit", build.python,
-                                    build.env, build.how)
+        made[label] = ResolvedBuild(label=label, spec=f"{args.repo}@{commit[:12]}", kind="commit",
+                                    python=build.python, env=build.env, how=build.how)
     return upgrade.Builds(made, notes=[f"{label} build: {b.how}" for label, b in made.items()])
 
 
@@ -200,29 +200,30 @@ def handle(args, settings: Settings) -> int:
     progress = Progress(quiet=args.quiet)
     check_sources(args, settings)
     if args.resume:
-        return finish(_resume(args, settings, progress), args.resume)
+        return finish(_resume(args, settings, progress=progress), args.resume)
     # a broken plan is said before any build is installed
     plan = ab_plan(args, builtin_only=settings.builtin_plans_only)
-    resolved = _resolved(args, settings, progress)
+    resolved = _resolved(args, settings, progress=progress)
     upgrade.write_release_diff(resolved, args.out, progress)
-    options = _options(args, plan, progress, settings, resolved)
+    options = _options(args, plan, progress=progress, settings=settings, resolved=resolved)
     if args.continue_from:
         if args.backends:
             raise GateError("--continue-from continues one A/B: it takes no --backends")
-        return _continued(args, settings, options, resolved)
+        return _continued(args, settings, options=options, resolved=resolved)
     names = backends.selected(options.plan, backends.parse_selection(args.backends))
     try:
         if not names:
-            return finish(_new(args, settings, options, resolved), args.out, builds=resolved)
+            return finish(_new(args, settings, options=options, resolved=resolved), args.out,
+                          builds=resolved)
         done = []
         for name in names:  # one whole A/B per backend, each with its own servers and test
             progress(f"backend {name}: A/B")
             each = backends.for_backend(options, name)
-            result = _new(args, settings, each, resolved)
+            result = _new(args, settings, options=each, resolved=resolved)
             if isinstance(result, NoDesign):
                 return not_started(result, args.out)  # no backend's A/B can start either
             done.append((name, result))
-            finish(result, each.out, name, builds=resolved)
+            finish(result, each.out, backend=name, builds=resolved)
     except first_start.FirstStartFailed as exc:
         return _did_not_serve(exc, args.out)
     index = backends.write_index(args.out, "ab", [backends.entry(name, result.verdict)
@@ -248,15 +249,16 @@ def check_sources(args, settings: Settings) -> None:
                             "resumes only A/Bs of a built-in plan's server")
 
 
-def _continued(args, settings: Settings, options: ab.ABOptions,
+def _continued(args, settings: Settings, *, options: ab.ABOptions,
                resolved: upgrade.Builds) -> int:
     """A rerun: resume, keep or start anew the test of the earlier A/B (gate.flows.ab_continue)."""
-    continued = ab_continue.continuation(args.continue_from, options.plan,
-                                         options.thresholds or options.plan.thresholds)
+    continued = ab_continue.continuation(
+        args.continue_from, options.plan,
+        thresholds=options.thresholds or options.plan.thresholds)
     options.progress(f"--continue-from: {continued.why}")
     if continued.kind == "new":
-        return finish(_new(args, settings, options, resolved), args.out, builds=resolved,
-                      earlier_test=continued.why)
+        return finish(_new(args, settings, options=options, resolved=resolved), args.out,
+                      builds=resolved, earlier_test=continued.why)
     ab_continue.take_over(continued, args.out)
     if continued.kind == "keep":
         assert continued.verdict is not None
@@ -272,7 +274,7 @@ def _continued(args, settings: Settings, options: ab.ABOptions,
     return finish(result, args.out, builds=resolved, earlier_test=continued.why)
 
 
-def finish(result: ab.ABResult | NoDesign, out: Path, backend: str | None = None, *,
+def finish(result: ab.ABResult | NoDesign, out: Path, *, backend: str | None = None,
            builds: upgrade.Builds | None = None, earlier_test: str | None = None) -> int:
     """Write and print one A/B's verdict (with where the wait is, how the builds were made,
     and what a rerun did with an earlier test); its exit code."""
@@ -331,7 +333,7 @@ def ab_plan(args, *, builtin_only: bool = False) -> Plan:
                                       ab=ab_settings(args)), args.model_runner)
 
 
-def _options(args, plan: Plan, progress: Progress, settings: Settings,
+def _options(args, plan: Plan, *, progress: Progress, settings: Settings,
              resolved: upgrade.Builds) -> ab.ABOptions:
     base, head = _builds(args, resolved)
     profiling = _profiling(args)
@@ -344,7 +346,7 @@ def _options(args, plan: Plan, progress: Progress, settings: Settings,
         screen=not (args.calibrate or args.no_screening), started_in=settings.run_url)
 
 
-def _new(args, settings: Settings, options: ab.ABOptions,
+def _new(args, settings: Settings, *, options: ab.ABOptions,
          resolved: upgrade.Builds) -> ab.ABResult | NoDesign:
     """A new A/B (each build's first start before it); with --calibrate, when no calibration
     applies, this runner is calibrated first (kept in the cache folder), then the A/B starts."""
@@ -368,7 +370,7 @@ def _new(args, settings: Settings, options: ab.ABOptions,
     return ab.ab(options)
 
 
-def _resume(args, settings: Settings, progress: Progress) -> ab.ABResult:
+def _resume(args, settings: Settings, *, progress: Progress) -> ab.ABResult:
     given = [name for name in FIXED_BY_THE_TEST if getattr(args, name, None) not in (None, False)]
     if given:
         flags = ", ".join("--" + name.replace("_", "-") for name in given)
@@ -377,7 +379,7 @@ def _resume(args, settings: Settings, progress: Progress) -> ab.ABResult:
     if not (args.resume / "ab-state.json").is_file():
         raise GateError(f"--resume {args.resume}: no ab-state.json there (a folder gate ab "
                         "wrote is needed)")
-    base, head = _builds(args, _resolved(args, settings, progress))
+    base, head = _builds(args, _resolved(args, settings, progress=progress))
     return ab.resume(ab.ResumeOptions(
         out=args.resume, cache_dir=settings.cache_dir,
         base=base if args.base or args.base_env or args.repo else None,

@@ -159,8 +159,9 @@ class _Steps:
         modules = self.builds.changed_modules(self.good.commit, commit)
         if problem := self.builds.import_problem(build, self.good, modules):
             return {"verdict": StepVerdict.SKIPPED, "reason": problem, "build": build.how}
-        measured = decide(self.settings, BuildUnderTest(self.good.python, self.good.env),
-                          BuildUnderTest(build.python, build.env), folder, self.run)
+        measured = decide(self.settings, base=BuildUnderTest(self.good.python, self.good.env),
+                          head=BuildUnderTest(build.python, build.env), folder=folder,
+                          runner=self.run)
         return {**measured.model_dump(), "build": build.how,
                 "verdict": step_verdict(measured.outcome, measured.screened),
                 "folder": relative(measured.folder, self.out),

@@ -137,8 +137,9 @@ class Tester:
         modules = sorted({m for p in files if (m := module_name(p))})
         if problem := reference.builds.import_problem(build, reference.build, modules):
             return {"reproduces": False, "reason": problem, "build": build.how}
-        measured = decide(self._settings_for(len(state.tests)), reference.side,
-                          BuildUnderTest(build.python, build.env), folder, self.run)
+        measured = decide(self._settings_for(len(state.tests)), base=reference.side,
+                          head=BuildUnderTest(build.python, build.env), folder=folder,
+                          runner=self.run)
         return {**measured.model_dump(), "build": build.how,
                 "reproduces": measured.outcome == Outcome.FAIL,
                 "folder": relative(measured.folder, self.out),
