@@ -221,7 +221,8 @@ def handle(args, settings: Settings) -> int:
             each = backends.for_backend(options, name)
             result = _new(args, settings, options=each, resolved=resolved)
             if isinstance(result, NoDesign):
-                return not_started(result, args.out)  # no backend's A/B can start either
+                # one backend's A/B that cannot start ends the command, as its verdict
+                return not_started(result, args.out)
             done.append((name, result))
             finish(result, each.out, backend=name, builds=resolved)
     except first_start.FirstStartFailed as exc:
