@@ -207,7 +207,7 @@ def calibrated_rows(truth: Truth, args: argparse.Namespace) -> list[list[str]]:
         found = []
         for _ in range(args.calibrations):
             noise = simulated_noise(rng, truth, off, args.calibration_blocks)
-            design = design_ab(truth.plan, truth.thresholds, noise, advise=False).design
+            design = design_ab(truth.plan, truth.thresholds, noise=noise, advise=False).design
             found.append(rates(rng, truth, noise, design, args.paths))
         label = "exact" if off == 1.0 else f"{off:g}x too small"
         rows.append([f"{args.calibration_blocks}-block calibration, {label}",
@@ -217,7 +217,7 @@ def calibrated_rows(truth: Truth, args: argparse.Namespace) -> list[list[str]]:
 
 def nothing_row(truth: Truth, args: argparse.Namespace) -> tuple[list[str], Rates]:
     rng = np.random.default_rng([args.seed, 0])
-    design = design_ab(truth.plan, truth.thresholds, noise_mod.Noise(), advise=False).design
+    design = design_ab(truth.plan, truth.thresholds, noise=noise_mod.Noise(), advise=False).design
     found = rates(rng, truth, noise_mod.Noise(), design, args.paths * args.calibrations // 4)
     return ["from nothing (no calibration)", *_spread_cells([found], single=True)], found
 
@@ -244,7 +244,7 @@ RATE_HEADERS = ["calibration", "false fail, no change", "false fail, every check
 def within_minutes(truth: Truth, args: argparse.Namespace, limit: float) -> list[list[str]]:
     """From nothing on this runner: what the done-when runs of docs/compare.md should show."""
     rng = np.random.default_rng([args.seed, 7])
-    design = design_ab(truth.plan, truth.thresholds, noise_mod.Noise(), advise=False).design
+    design = design_ab(truth.plan, truth.thresholds, noise=noise_mod.Noise(), advise=False).design
     blocks = int(limit * 60 // truth.block_s)
     rows = []
     for label, changes, outcome in (

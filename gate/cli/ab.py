@@ -8,16 +8,17 @@ import sys
 from pathlib import Path
 
 from gate.cli.common import add_model_runner, assignments, diff_settings, int_list
-from gate.core.errors import CannotDecide, GateError
+from gate.core.errors import GateError
 from gate.core.git import merge_base, resolve_ref
 from gate.core.progress import Progress
 from gate.core.settings import Settings
 from gate.evidence import wait
 from gate.evidence.hunks import check_repo
 from gate.flows import ab, ab_continue, backends, calibrate, first_start, upgrade
-from gate.judge.ab_design import CALIBRATION_BLOCKS, Uncalibrated
+from gate.flows.sides import Build, resolve_python
+from gate.judge.ab_design import CALIBRATION_BLOCKS, NoDesign
 from gate.judge.noise import cache_noise_dir
-from gate.judge.verdict import Verdict, error_verdict, save_verdict, undecided_verdict
+from gate.judge.verdict import Verdict, error_verdict, save_verdict
 from gate.measure.results import load_results
 from gate.plan.spec import Plan, apply_overrides, builtin_server_problem, load_plan, pin_runner
 from gate.profile.diff_file import DiffSettings
@@ -143,7 +144,7 @@ def ab_settings(args) -> dict:
     return {k: v for k, v in changes.items() if v is not None}
 
 
-def _resolved(args, settings: Settings, progress: Progress) -> upgrade.Builds:
+def _resolved(args, settings: Settings, *, progress: Progress) -> upgrade.Builds:
     """Both builds (a release installed into the cache first when it is not there yet; two
     commits of a checkout laid over one installed build with --repo)."""
     if args.repo is not None:
@@ -166,20 +167,20 @@ def _commit_builds(args, progress: Progress) -> upgrade.Builds:
     installed_commit = resolve_ref(args.repo, args.installed_commit) if args.installed_commit \
         else merge_base(args.repo, base, head)
     installed = commit_build.installed_as(args.repo, installed_commit,
-                                          ab.resolve_python(args.over))
+                                          resolve_python(args.over))
     out = args.resume or args.out
     made = {}
     for label, commit in (("base", base), ("head", head)):
         build = commit_build.commit_over(args.repo, commit, installed, out / "overlays" / label)
         progress(f"{label} {commit[:12]}: {build.how}")
-        made[label] = ResolvedBuild(label, f"{args.repo}@{commit[:12]}", "commit", build.python,
-                                    build.env, build.how)
+        made[label] = ResolvedBuild(label=label, spec=f"{args.repo}@{commit[:12]}", kind="commit",
+                                    python=build.python, env=build.env, how=build.how)
     return upgrade.Builds(made, notes=[f"{label} build: {b.how}" for label, b in made.items()])
 
 
-def _builds(args, resolved: upgrade.Builds) -> tuple[ab.Build, ab.Build]:
+def _builds(args, resolved: upgrade.Builds) -> tuple[Build, Build]:
     envs = _envs(args)
-    made = {label: ab.Build(label, b.python, {**b.env, **envs[label]})
+    made = {label: Build(label=label, python=b.python, env={**b.env, **envs[label]})
             for label, b in resolved.resolved.items()}
     return made["base"], made["head"]
 
@@ -197,42 +198,33 @@ def _profiling(args) -> ab.Profiling:
 
 def handle(args, settings: Settings) -> int:
     progress = Progress(quiet=args.quiet)
-    out = args.resume or args.out
-    try:
-        return _handle(args, settings, progress)
-    except CannotDecide as exc:
-        # Stopped before measuring anything it could decide: still a verdict (undecided, with
-        # what would decide), so that no later step re-judges an empty folder as a pass.
-        verdict = undecided_verdict(str(exc), decide_with=exc.decide_with)
-        path = save_verdict(verdict, out / "verdict.json")
-        print(terminal.render_verdict(verdict))
-        print(f"\nverdict: {path}")
-        return verdict.exit_code
-
-
-def _handle(args, settings: Settings, progress: Progress) -> int:
     check_sources(args, settings)
     if args.resume:
-        return finish(_resume(args, settings, progress), args.resume)
+        return finish(_resume(args, settings, progress=progress), args.resume)
     # a broken plan is said before any build is installed
     plan = ab_plan(args, builtin_only=settings.builtin_plans_only)
-    resolved = _resolved(args, settings, progress)
+    resolved = _resolved(args, settings, progress=progress)
     upgrade.write_release_diff(resolved, args.out, progress)
-    options = _options(args, plan, progress, settings, resolved)
+    options = _options(args, plan, progress=progress, settings=settings, resolved=resolved)
     if args.continue_from:
         if args.backends:
             raise GateError("--continue-from continues one A/B: it takes no --backends")
-        return _continued(args, settings, options, resolved)
+        return _continued(args, settings, options=options, resolved=resolved)
     names = backends.selected(options.plan, backends.parse_selection(args.backends))
     try:
         if not names:
-            return finish(_new(args, settings, options, resolved), args.out, builds=resolved)
+            return finish(_new(args, settings, options=options, resolved=resolved), args.out,
+                          builds=resolved)
         done = []
         for name in names:  # one whole A/B per backend, each with its own servers and test
             progress(f"backend {name}: A/B")
             each = backends.for_backend(options, name)
-            done.append((name, _new(args, settings, each, resolved)))
-            finish(done[-1][1], each.out, name, builds=resolved)
+            result = _new(args, settings, options=each, resolved=resolved)
+            if isinstance(result, NoDesign):
+                # one backend's A/B that cannot start ends the command, as its verdict
+                return not_started(result, args.out)
+            done.append((name, result))
+            finish(result, each.out, backend=name, builds=resolved)
     except first_start.FirstStartFailed as exc:
         return _did_not_serve(exc, args.out)
     index = backends.write_index(args.out, "ab", [backends.entry(name, result.verdict)
@@ -258,15 +250,16 @@ def check_sources(args, settings: Settings) -> None:
                             "resumes only A/Bs of a built-in plan's server")
 
 
-def _continued(args, settings: Settings, options: ab.ABOptions,
+def _continued(args, settings: Settings, *, options: ab.ABOptions,
                resolved: upgrade.Builds) -> int:
     """A rerun: resume, keep or start anew the test of the earlier A/B (gate.flows.ab_continue)."""
-    continued = ab_continue.continuation(args.continue_from, options.plan,
-                                         options.thresholds or options.plan.thresholds)
+    continued = ab_continue.continuation(
+        args.continue_from, options.plan,
+        thresholds=options.thresholds or options.plan.thresholds)
     options.progress(f"--continue-from: {continued.why}")
     if continued.kind == "new":
-        return finish(_new(args, settings, options, resolved), args.out, builds=resolved,
-                      earlier_test=continued.why)
+        return finish(_new(args, settings, options=options, resolved=resolved), args.out,
+                      builds=resolved, earlier_test=continued.why)
     ab_continue.take_over(continued, args.out)
     if continued.kind == "keep":
         assert continued.verdict is not None
@@ -282,10 +275,12 @@ def _continued(args, settings: Settings, options: ab.ABOptions,
     return finish(result, args.out, builds=resolved, earlier_test=continued.why)
 
 
-def finish(result: ab.ABResult, out: Path, backend: str | None = None, *,
+def finish(result: ab.ABResult | NoDesign, out: Path, *, backend: str | None = None,
            builds: upgrade.Builds | None = None, earlier_test: str | None = None) -> int:
     """Write and print one A/B's verdict (with where the wait is, how the builds were made,
     and what a rerun did with an earlier test); its exit code."""
+    if isinstance(result, NoDesign):
+        return not_started(result, out)
     verdict = with_wait_findings(result)
     if builds is not None:
         verdict = builds.annotate(verdict)
@@ -298,6 +293,17 @@ def finish(result: ab.ABResult, out: Path, backend: str | None = None, *,
     print(terminal.render_verdict(verdict))
     print(f"\nverdict: {path} (base: {out / 'base'}, head: {out / 'head'}; the test's state: "
           f"{out / 'ab-state.json'})")
+    return verdict.exit_code
+
+
+def not_started(no_design: NoDesign, out: Path) -> int:
+    """An A/B that stopped before measuring anything it could decide: still a verdict
+    (undecided, with what would decide), so that no later step re-judges an empty folder as a
+    pass."""
+    verdict = no_design.verdict()
+    path = save_verdict(verdict, out / "verdict.json")
+    print(terminal.render_verdict(verdict))
+    print(f"\nverdict: {path}")
     return verdict.exit_code
 
 
@@ -328,7 +334,7 @@ def ab_plan(args, *, builtin_only: bool = False) -> Plan:
                                       ab=ab_settings(args)), args.model_runner)
 
 
-def _options(args, plan: Plan, progress: Progress, settings: Settings,
+def _options(args, plan: Plan, *, progress: Progress, settings: Settings,
              resolved: upgrade.Builds) -> ab.ABOptions:
     base, head = _builds(args, resolved)
     profiling = _profiling(args)
@@ -341,20 +347,20 @@ def _options(args, plan: Plan, progress: Progress, settings: Settings,
         screen=not (args.calibrate or args.no_screening), started_in=settings.run_url)
 
 
-def _new(args, settings: Settings, options: ab.ABOptions,
-         resolved: upgrade.Builds) -> ab.ABResult:
+def _new(args, settings: Settings, *, options: ab.ABOptions,
+         resolved: upgrade.Builds) -> ab.ABResult | NoDesign:
+    """A new A/B (each build's first start before it); with --calibrate, when no calibration
+    applies, this runner is calibrated first (kept in the cache folder), then the A/B starts."""
     plan, base, progress = options.plan, options.base, options.progress
     # a fresh build's first start (compile caches filled), apart from every block's cost
     resolved.first += first_start.first_starts(
         plan, resolved.candidates(_envs(args)), out=options.out, cache_dir=settings.cache_dir,
         policy=args.first_start, progress=progress)
-    try:
-        return ab.ab(options)
-    except Uncalibrated as exc:
-        if not args.calibrate:
-            raise
-        blocks = exc.more_blocks or args.calibration_blocks
-        progress(f"{exc}\n--calibrate: calibrating this runner first ({blocks} blocks)")
+    result = ab.ab(options)
+    if not (args.calibrate and isinstance(result, NoDesign) and result.uncalibrated):
+        return result
+    blocks = args.calibration_blocks
+    progress(f"{result.why}\n--calibrate: calibrating this runner first ({blocks} blocks)")
     done = calibrate.calibrate(calibrate.CalibrateOptions(
         plan=plan, build=base, blocks=max(blocks, calibrate.MIN_BLOCKS),
         out=options.out / "calibration",
@@ -365,7 +371,7 @@ def _new(args, settings: Settings, options: ab.ABOptions,
     return ab.ab(options)
 
 
-def _resume(args, settings: Settings, progress: Progress) -> ab.ABResult:
+def _resume(args, settings: Settings, *, progress: Progress) -> ab.ABResult:
     given = [name for name in FIXED_BY_THE_TEST if getattr(args, name, None) not in (None, False)]
     if given:
         flags = ", ".join("--" + name.replace("_", "-") for name in given)
@@ -374,7 +380,7 @@ def _resume(args, settings: Settings, progress: Progress) -> ab.ABResult:
     if not (args.resume / "ab-state.json").is_file():
         raise GateError(f"--resume {args.resume}: no ab-state.json there (a folder gate ab "
                         "wrote is needed)")
-    base, head = _builds(args, _resolved(args, settings, progress))
+    base, head = _builds(args, _resolved(args, settings, progress=progress))
     return ab.resume(ab.ResumeOptions(
         out=args.resume, cache_dir=settings.cache_dir,
         base=base if args.base or args.base_env or args.repo else None,

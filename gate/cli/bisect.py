@@ -17,6 +17,7 @@ from gate.flows.bisect_ab import ABSettings
 from gate.flows.bisect_hunks import HunksOptions, bisect_hunks
 from gate.flows.bisect_result import REPORT_FILE
 from gate.flows.hunk_search import REPORT_FILE as HUNKS_REPORT
+from gate.flows.sides import resolve_python
 from gate.plan.spec import apply_overrides, load_plan
 from gate.profile.diff_file import DiffSettings
 from gate.profile.sampling import (
@@ -140,7 +141,7 @@ def handle(args, settings: Settings) -> int:
     _check_mode(args)
     if not args.repo.is_dir():
         raise GateError(f"--repo {args.repo} is not a folder")
-    python = ab.resolve_python(args.python)
+    python = resolve_python(args.python)
     ab_settings_ = _settings(args, settings)
     if args.head:
         result = bisect_hunks(HunksOptions(

@@ -12,8 +12,9 @@ from gate.cli.common import add_model_runner, assignments, int_list
 from gate.core.errors import GateError
 from gate.core.progress import Progress
 from gate.core.settings import Settings
-from gate.flows import ab, calibrate
-from gate.judge.ab_design import CALIBRATION_BLOCKS, calibrated_design
+from gate.flows import calibrate
+from gate.flows.sides import Build
+from gate.judge.ab_design import CALIBRATION_BLOCKS, NoDesign, calibrated_design
 from gate.judge.noise import (
     DEFAULT_NOISE_DIR,
     CalibrationKey,
@@ -50,6 +51,24 @@ def add_parser(sub) -> None:
                    "persistent runner the cache folder's noise/ keeps it out of the repository)")
     p.add_argument("--out", type=Path, default=Path("gate-calibrate"),
                    help="output folder for the A/A results")
+    _measure_nothing_options(p)
+    # The plan changes `gate ab` takes that shape what a calibration is of: its advice names
+    # the same flags, so the calibration it asks for is the one it will find.
+    p.add_argument("--drain-requests", type=int, help="override drain.requests")
+    p.add_argument("--levels", type=int_list)
+    p.add_argument("--window", type=float, help="override sweep.window_s (seconds per cell)")
+    p.add_argument("--servers", choices=["persistent", "per_round"],
+                   help="override ab.servers (a calibration counts for its own design only)")
+    add_model_runner(p)
+    p.add_argument("--backend", choices=BACKENDS,
+                   help="calibrate the plan with this structured-output backend (its profile "
+                   "is stored as PLAN+BACKEND unless it is the plan's own)")
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(handler=handle)
+
+
+def _measure_nothing_options(p) -> None:
+    """What adds stored runs to a calibration instead of measuring."""
     p.add_argument("--merge", type=Path, metavar="DIR",
                    help="measure nothing: add the runs of the calibrations in DIR (another "
                    "runner's, a CI artifact) to those in --noise-dir; a broken file, a run "
@@ -70,19 +89,6 @@ def add_parser(sub) -> None:
                    "of the default branch), its paired rounds are added like a calibration's; "
                    "base = DIR's base is a trusted build, only its own round-to-round spreads "
                    "are added")
-    # The plan changes `gate ab` takes that shape what a calibration is of: its advice names
-    # the same flags, so the calibration it asks for is the one it will find.
-    p.add_argument("--drain-requests", type=int, help="override drain.requests")
-    p.add_argument("--levels", type=int_list)
-    p.add_argument("--window", type=float, help="override sweep.window_s (seconds per cell)")
-    p.add_argument("--servers", choices=["persistent", "per_round"],
-                   help="override ab.servers (a calibration counts for its own design only)")
-    add_model_runner(p)
-    p.add_argument("--backend", choices=BACKENDS,
-                   help="calibrate the plan with this structured-output backend (its profile "
-                   "is stored as PLAN+BACKEND unless it is the plan's own)")
-    p.add_argument("--quiet", action="store_true")
-    p.set_defaults(handler=handle)
 
 
 def calibrated_plan(args, *, builtin_only: bool = False) -> Plan:
@@ -100,15 +106,15 @@ def handle(args, settings: Settings) -> int:
         return merge(args.merge, args.noise_dir, accept_shift=args.accept_shift,
                      accept_old=args.accept_old)
     if args.add:
-        return add(args.add, args.trusted, args.noise_dir)
+        return add(args.add, args.trusted, target=args.noise_dir)
     if args.trusted:
         raise GateError("--trusted goes with --add DIR")
     plan = calibrated_plan(args, builtin_only=settings.builtin_plans_only)
     progress = Progress(quiet=args.quiet)
     resolved = resolve_build(args.python, label="python", cache_dir=settings.cache_dir,
                              torch_index=settings.torch_index, log=progress)
-    build = ab.Build("build", resolved.python, {**resolved.env,
-                                                **assignments(args.env, "--env")})
+    build = Build(label="build", python=resolved.python,
+                  env={**resolved.env, **assignments(args.env, "--env")})
     done = calibrate.calibrate(calibrate.CalibrateOptions(
         plan=plan, build=build, blocks=args.blocks, out=args.out, store=args.noise_dir,
         cache_dir=settings.cache_dir, progress=progress,
@@ -130,12 +136,12 @@ def handle(args, settings: Settings) -> int:
               f"({pooled.block_df} df, {pooled.runs} run(s)); between server pairs "
               f"{spread.between:.1%}, between rounds {spread.within:.1%} (rounds: "
               f"{rounds_share:.0%} of a block's variance, what longer cells would shrink)")
-    if done.design is not None:
+    if isinstance(done.design, NoDesign):
+        print(f"gate ab on this runner: cannot decide yet: {done.design.why}")
+    else:
         print(f"gate ab on this runner: {done.design.describe()}")
         if done.design.note:
             print(f"  note: {done.design.note}")
-    else:
-        print(f"gate ab on this runner: cannot decide yet: {done.why_not}")
     return 0
 
 
@@ -178,7 +184,7 @@ def _stored_runs(target: Path, identity: CalibrationKey) -> list[CalibrationRun]
             for run in cal.runs]
 
 
-def add(folder: Path, trusted: str | None, target: Path) -> int:
+def add(folder: Path, trusted: str | None, *, target: Path) -> int:
     """Add a finished A/B's trusted data to the calibration of its plan and runner."""
     if trusted is None:
         raise GateError("--add needs --trusted both (an A/A of one trusted build) or --trusted "
@@ -187,7 +193,7 @@ def add(folder: Path, trusted: str | None, target: Path) -> int:
     if not (folder / "base" / "results.json").is_file():
         raise GateError(f"--add {folder}: no base/results.json there (a folder gate ab wrote "
                         "is needed)")
-    added = calibrate.trusted_run(folder, trusted, shlex.join(["gate", *sys.argv[1:]]))
+    added = calibrate.trusted_run(folder, trusted, command=shlex.join(["gate", *sys.argv[1:]]))
     path = store_run(target, added.key, added.run)
     what = ("paired A/A rounds" if trusted == "both" else "the base build's own spreads")
     print(f"added {what} of {added.rounds} rounds ({len(added.run.checks)} checks) from "

@@ -30,18 +30,6 @@ class GateError(Exception):
             self.exit_code = exit_code
 
 
-class CannotDecide(GateError):
-    """Stopped before spending the budget: no calibration applies to this runner, or the
-    calibrated design needs more than the budget allows. The message names the fix;
-    `decide_with` says it in a few words (a command, a flag), for the verdict."""
-
-    exit_code = EXIT_UNDECIDED
-
-    def __init__(self, message: str, *, decide_with: str | None = None):
-        super().__init__(message)
-        self.decide_with = decide_with
-
-
 class MeasurementError(GateError):
     """The measurement is broken (server died, never became healthy, requests failed)."""
 

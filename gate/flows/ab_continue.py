@@ -28,7 +28,7 @@ from gate.plan.spec import Plan
 from gate.plan.thresholds import Thresholds
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Continuation:
     """What to do with the earlier A/B in `source`, and why (said in the verdict's notes)."""
 
@@ -39,35 +39,36 @@ class Continuation:
     verdict: Verdict | None = None
 
 
-def continuation(source: Path, plan: Plan, thresholds: Thresholds) -> Continuation:
+def continuation(source: Path, plan: Plan, *, thresholds: Thresholds) -> Continuation:
     """What a rerun measuring `plan` at `thresholds` does with the A/B left in `source`."""
     if not source.is_dir():
         raise GateError(f"--continue-from {source}: no such folder")
     state_path = source / STATE_FILE
     if not state_path.is_file():
-        return Continuation("new", f"no earlier A/B state in {source}: a new test", source)
+        return Continuation(kind="new", why=f"no earlier A/B state in {source}: a new test",
+                            source=source)
     state = load_state(state_path)
     where = state.started_in or str(source)
     if state.plan_hash != plan.measurement_hash() or state.thresholds != thresholds:
-        return Continuation("new", f"the earlier test ({where}) measured another plan or other "
-                            "thresholds: a new test", source, state)
+        return Continuation(kind="new", why=f"the earlier test ({where}) measured another plan "
+                            "or other thresholds: a new test", source=source, state=state)
     verdict_path = source / "verdict.json"
     verdict = load_verdict(verdict_path) if verdict_path.is_file() else None
     if state.finished and verdict is not None and verdict.outcome.decided:
-        return Continuation("keep", f"this commit's test was decided ({verdict.outcome.value} "
-                            f"after {state.rounds_done} rounds) in {where}: a rerun does not "
-                            "restart a decided test; a new commit starts a new one",
-                            source, state, verdict)
+        return Continuation(kind="keep", why=f"this commit's test was decided "
+                            f"({verdict.outcome.value} after {state.rounds_done} rounds) in "
+                            f"{where}: a rerun does not restart a decided test; a new commit "
+                            "starts a new one", source=source, state=state, verdict=verdict)
     if state.finished or (verdict is not None and verdict.outcome == Outcome.ERROR):
         what = {Outcome.UNDECIDED: "screened one block and decided nothing",
                 Outcome.ERROR: "broke (an error decides nothing about the code)"}.get(
             verdict.outcome if verdict else Outcome.INCONCLUSIVE,
             f"ended at its design's last block ({state.rounds_done} rounds)")
-        return Continuation("new", f"the earlier test ({where}) {what}: a new test", source,
-                            state, verdict)
-    return Continuation("resume", f"continues the sequential test started in {where} after "
-                        f"{state.rounds_done} rounds (same design, same rounds spent)",
-                        source, state, verdict)
+        return Continuation(kind="new", why=f"the earlier test ({where}) {what}: a new test",
+                            source=source, state=state, verdict=verdict)
+    return Continuation(kind="resume", why=f"continues the sequential test started in {where} "
+                        f"after {state.rounds_done} rounds (same design, same rounds spent)",
+                        source=source, state=state, verdict=verdict)
 
 
 def take_over(continued: Continuation, out: Path) -> None:

@@ -23,13 +23,14 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from gate.core.errors import MeasurementError
+from gate.core.errors import EXIT_UNDECIDED, GateError, MeasurementError
 from gate.core.files import write_atomic
 from gate.core.progress import Progress
 from gate.evidence.bisect_record import Measured
 from gate.evidence.bisection import deciding_effect
 from gate.flows import ab
-from gate.judge.ab_design import Uncalibrated
+from gate.flows.sides import Build
+from gate.judge.ab_design import NoDesign
 from gate.judge.verdict import Outcome, Verdict
 from gate.plan.spec import Plan
 from gate.plan.thresholds import Thresholds
@@ -83,17 +84,18 @@ class ABRunner:
     """The A/B calls a step makes: start a test, or add blocks to one (tests swap in a
     double that decides by what the build imports)."""
 
-    def run(self, settings: ABSettings, base: BuildUnderTest, head: BuildUnderTest,
+    def run(self, settings: ABSettings, *, base: BuildUnderTest, head: BuildUnderTest,
             out: Path) -> ABOutcome:
         options = ab.ABOptions(
-            plan=settings.plan, base=ab.Build("base", base.python, base.env),
-            head=ab.Build("head", head.python, head.env), out=out,
+            plan=settings.plan, base=Build(label="base", python=base.python, env=base.env),
+            head=Build(label="head", python=head.python, env=head.env), out=out,
             cache_dir=settings.cache_dir, thresholds=settings.thresholds,
             noise_dirs=settings.noise_dirs, cache_calibrations=settings.cache_calibrations,
             progress=settings.progress, profiling=settings.profiling, screen=True)
         return _call(lambda: ab.ab(options), out)
 
-    def resume(self, settings: ABSettings, out: Path, budget_minutes: float | None) -> ABOutcome:
+    def resume(self, settings: ABSettings, out: Path, *, budget_minutes: float | None
+               ) -> ABOutcome:
         options = ab.ResumeOptions(out=out, cache_dir=settings.cache_dir,
                                    budget_minutes=budget_minutes, progress=settings.progress,
                                    profiling=settings.profiling)
@@ -102,24 +104,28 @@ class ABRunner:
 
 def _call(start, out: Path) -> ABOutcome:
     began = time.monotonic()
-    try:
-        result = start()
-    except Uncalibrated as exc:  # a runner that must be calibrated first (screen=False)
-        return ABOutcome(None, None, time.monotonic() - began, screened=str(exc))
+    result = start()
+    if isinstance(result, NoDesign):
+        if not result.uncalibrated:  # nothing a step could decide: the bisect stops, naming why
+            raise GateError(result.why, exit_code=EXIT_UNDECIDED)
+        # a runner that must be calibrated first (screen=False)
+        return ABOutcome(verdict=None, profile_diff=None, seconds=time.monotonic() - began,
+                         screened=result.why)
     write_atomic(out / "verdict.json", result.verdict.model_dump_json(indent=1))
     if result.verdict.outcome == Outcome.UNDECIDED:  # one screening block, no gross slowdown
-        return ABOutcome(None, None, time.monotonic() - began,
+        return ABOutcome(verdict=None, profile_diff=None, seconds=time.monotonic() - began,
                          screened=result.verdict.headline.removeprefix("UNDECIDED: "),
                          screened_rounds=result.verdict.rounds or 0)
     recorded = result.state  # the test as the A/B left it (not read back from its folder)
     if (result.verdict.outcome == Outcome.INCONCLUSIVE and recorded is not None
             and recorded.finished and not recorded.calibrations
             and recorded.design.max_rounds <= recorded.design.rounds_per_block):
-        return ABOutcome(None, None, time.monotonic() - began, screened=ONE_BLOCK,
-                         screened_rounds=recorded.rounds_done)
-    return ABOutcome(result.verdict, out / "profile-diff" if result.profile is not None else None,
-                     time.monotonic() - began,
-                     [e for e in result.verdict.errors if e.startswith("base")],
+        return ABOutcome(verdict=None, profile_diff=None, seconds=time.monotonic() - began,
+                         screened=ONE_BLOCK, screened_rounds=recorded.rounds_done)
+    return ABOutcome(verdict=result.verdict,
+                     profile_diff=out / "profile-diff" if result.profile is not None else None,
+                     seconds=time.monotonic() - began,
+                     base_broken=[e for e in result.verdict.errors if e.startswith("base")],
                      finished=recorded.finished if recorded is not None else True)
 
 
@@ -131,7 +137,7 @@ class ReferenceBroken(MeasurementError):
     """The good (or parent) build could not be measured: no step can be judged."""
 
 
-def decide(settings: ABSettings, base: BuildUnderTest, head: BuildUnderTest, folder: Path,
+def decide(settings: ABSettings, *, base: BuildUnderTest, head: BuildUnderTest, folder: Path,
            runner: ABRunner) -> Measured:
     """A/B `head` against `base` until decided, within the step's budget and attempts."""
     runs: list[tuple[Path, ABOutcome]] = []
@@ -140,15 +146,15 @@ def decide(settings: ABSettings, base: BuildUnderTest, head: BuildUnderTest, fol
         spent = time.monotonic() - started
         if runs and not runs[-1][1].finished:
             out = runs[-1][0]
-            attempt = runner.resume(settings, out, _left(settings, spent))
+            attempt = runner.resume(settings, out, budget_minutes=_left(settings, spent))
         else:
             out = folder / f"ab{len({p for p, _ in runs}) + 1}"
             attempt = runner.run(replace(settings, plan=_plan_within(settings, spent)),
-                                 base, head, out)
+                                 base=base, head=head, out=out)
         runs.append((out, attempt))
         if attempt.base_broken:
             raise ReferenceBroken("the reference build broke: " + attempt.base_broken[0])
-        if not _again(settings, runs, time.monotonic() - started):
+        if not _again(settings, runs, spent_s=time.monotonic() - started):
             break
     return _measured(runs, time.monotonic() - started)
 
@@ -181,7 +187,8 @@ def _plan_within(settings: ABSettings, spent_s: float) -> Plan:
     return settings.plan.model_copy(update={"ab": ab_spec})
 
 
-def _again(settings: ABSettings, runs: list[tuple[Path, ABOutcome]], spent_s: float) -> bool:
+def _again(settings: ABSettings, runs: list[tuple[Path, ABOutcome]], *, spent_s: float
+           ) -> bool:
     last = runs[-1][1]
     if last.outcome != Outcome.INCONCLUSIVE or len(runs) >= settings.max_attempts:
         return False

@@ -1,7 +1,8 @@
 """`gate calibrate`: measure this runner's noise and store it as a calibration run.
 
-It runs A/A blocks exactly as `gate ab` runs A/B blocks (same servers, a fresh pair per
-block, same cell order and pairing), with the same build on both sides and no early stop, then
+It measures A/A blocks exactly as `gate ab` measures A/B blocks (gate.flows.blocks: same
+servers, a fresh pair per block, same cell order and pairing), with the same build on both
+sides and no look between rounds, then
 keeps per check the mean paired log ratio of every block and the spread of the rounds around
 it (gate.judge.noise), with what a server pair and a round cost. `gate ab` sizes its
 sequential test by it (gate.judge.ab_design); runs of one runner and plan pool.
@@ -12,18 +13,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gate.core.errors import CannotDecide, GateError
+from gate.core.errors import GateError
 from gate.core.progress import Progress
-from gate.flows import ab
-from gate.flows.ab_state import FixedDesign
-from gate.judge.ab_design import ABDesign, calibrated_design, design_ab
+from gate.flows.blocks import Costs, Pairing, measure_block
+from gate.flows.sides import Build, make_side
+from gate.judge.ab_design import ABDesign, NoDesign, calibrated_design, design_ab
 from gate.judge.checks import per_repeat, ratio_slots, slots
 from gate.judge.noise import (
     CalibrationCost,
+    CalibrationDesign,
     CalibrationKey,
     CalibrationRun,
     CheckNoise,
     Noise,
+    NoiseProvenance,
     estimate_run,
     estimate_side,
     make_provenance,
@@ -41,7 +44,7 @@ from gate.runner.fingerprint import Fingerprint
 MIN_BLOCKS = 2
 
 
-def aa_pairs(base: Results, head: Results, plan: Plan
+def aa_pairs(base: Results, head: Results, *, plan: Plan
              ) -> tuple[dict[str, list[RoundPair]], dict[str, str]]:
     """Per check, the (base, head) figures of each round both sides measured (by round
     index), and the units. Every check the results can give is calibrated, judged by the
@@ -62,10 +65,10 @@ def runner_summary(fp: Fingerprint) -> str:
             f"vllm {fp.vllm_version or '?'}")
 
 
-@dataclass
+@dataclass(kw_only=True)
 class CalibrateOptions:
     plan: Plan
-    build: ab.Build
+    build: Build
     blocks: int
     out: Path  # the A/A results
     store: Path  # the folder the calibration run is added to
@@ -75,13 +78,12 @@ class CalibrateOptions:
     command: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Calibrated:
     path: Path
     run: CalibrationRun
     noise: Noise  # every calibration that now applies to this runner and plan
-    design: ABDesign | None  # what gate ab will run, sized by them
-    why_not: str = ""  # when there is no design: why (CannotDecide's message)
+    design: ABDesign | NoDesign  # what gate ab will run, sized by them, or why none can
 
 
 def calibrate(options: CalibrateOptions) -> Calibrated:
@@ -98,39 +100,50 @@ def calibrate(options: CalibrateOptions) -> Calibrated:
     if broken:
         raise GateError("calibration not stored: the measurement broke:\n  - "
                         + "\n  - ".join(broken[:8]), exit_code=4)
-    pairs, units = aa_pairs(base, head, plan)
+    pairs, units = aa_pairs(base, head, plan=plan)
     fp = head.fingerprint
     run = estimate_run(pairs, calibrated_design(plan), make_provenance(
-        runner_summary(fp), options.command), cost, units)
+        runner_summary(fp), options.command), cost=cost, units=units)
     key = CalibrationKey(plan=plan.name, plan_hash=head.plan_hash, runner_key=runner_key(fp))
     path = store_run(options.store, key, run)
     for warning in offset_warnings(run):
         options.progress(f"warning: {warning}")
     noise = noise_for([*(options.noise_dirs or []), options.store], plan.name, head.plan_hash, fp)
-    try:
-        return Calibrated(path, run, noise, design_ab(plan, plan.thresholds, noise))
-    except CannotDecide as exc:
-        return Calibrated(path, run, noise, None, str(exc))
+    return Calibrated(path=path, run=run, noise=noise,
+                      design=design_ab(plan, plan.thresholds, noise=noise))
 
 
 def _measure(options: CalibrateOptions) -> tuple[Results, Results, CalibrationCost | None]:
+    """The A/A results of both sides (written to options.out) and what a block cost."""
     plan = options.plan
     rounds = options.blocks * plan.ab.rounds_per_block
     fixed = plan.model_copy(update={"ab": plan.ab.model_copy(
         update={"min_rounds": rounds, "max_rounds": rounds, "budget_minutes": None})})
-    sides = {label: ab.make_side(fixed, ab.Build(label, options.build.python, options.build.env),
-                             options.out, options.cache_dir) for label in ("base", "head")}
-    design = FixedDesign(rounds_per_block=plan.ab.rounds_per_block, max_rounds=rounds,
-                         description=f"calibration: {options.blocks} A/A blocks")
-    abrun = ab.ABRun(fixed, plan.thresholds, Noise(), design, sides, options.out,
-                     options.cache_dir, options.progress,
-                     ab.Profiler(fixed, options.out, ab.Profiling(policy="never"),
-                                  options.progress))
-    ab.blocks(abrun, None, judge=False)
-    out = {label: abrun.results(label) for label in sides}
+    sides = {label: make_side(fixed, Build(label=label, python=options.build.python,
+                                           env=options.build.env),
+                              out=options.out, cache_dir=options.cache_dir)
+             for label in ("base", "head")}
+    pairing = Pairing(plan=fixed, sides=sides, cache_dir=options.cache_dir,
+                      progress=options.progress)
+    costs = Costs()
+    measured = _aa_blocks(pairing, costs, rounds=rounds)
+    out = pairing.results(rounds=measured, max_rounds=rounds)
     for label, res in out.items():
         save_results(res, options.out / label / "results.json")
-    return out["base"], out["head"], abrun.cost()
+    return out["base"], out["head"], costs.cost()
+
+
+def _aa_blocks(pairing: Pairing, costs: Costs, *, rounds: int) -> int:
+    """Blocks up to `rounds` rounds, no look between them; the rounds measured (fewer when a
+    measurement broke: its side's error is recorded, and nothing will be stored)."""
+    measured = 0
+    while measured < rounds:
+        end = measure_block(pairing, costs, rounds=measured, max_rounds=rounds)
+        measured = end.rounds
+        if end.error is not None:
+            pairing.record(end.error)
+            break
+    return measured
 
 
 # ---------------------------------------------------------------- trusted runs, added later
@@ -139,14 +152,14 @@ def _measure(options: CalibrateOptions) -> tuple[Results, Results, CalibrationCo
 TRUSTED = ("both", "base")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Added:
     key: CalibrationKey
     run: CalibrationRun
     rounds: int
 
 
-def trusted_run(folder: Path, trusted: str, command: str = "") -> Added:
+def trusted_run(folder: Path, trusted: str, *, command: str = "") -> Added:
     """The calibration run a finished `gate ab` (or `gate calibrate`) folder gives, from code
     the caller vouches for: `both`, an A/A of one trusted build (a nightly run of the default
     branch: base and head the same vLLM and environment), whose paired rounds are A/A data
@@ -174,12 +187,14 @@ def trusted_run(folder: Path, trusted: str, command: str = "") -> Added:
             raise GateError(f"--add {folder} --trusted both: {why}: an A/B of two builds is "
                             "not A/A data (its paired rounds carry the head's code); add its "
                             "base side alone with --trusted base")
-        pairs, units = aa_pairs(base, head, plan)
-        run = estimate_run(pairs, design, provenance, _cost(base, head, rounds, plan), units)
+        pairs, units = aa_pairs(base, head, plan=plan)
+        run = estimate_run(pairs, design, provenance,
+                           cost=_cost(base, head, rounds=rounds, plan=plan), units=units)
     else:
-        run = _base_side(base, design, provenance)
-    return Added(CalibrationKey(plan=plan.name, plan_hash=base.plan_hash,
-                                runner_key=runner_key(base.fingerprint)), run, rounds)
+        run = _base_side(base, design=design, provenance=provenance)
+    return Added(key=CalibrationKey(plan=plan.name, plan_hash=base.plan_hash,
+                                    runner_key=runner_key(base.fingerprint)),
+                 run=run, rounds=rounds)
 
 
 def _not_one_build(base: Results, head: Results) -> str | None:
@@ -192,7 +207,8 @@ def _not_one_build(base: Results, head: Results) -> str | None:
     return None
 
 
-def _base_side(base: Results, design, provenance) -> CalibrationRun:
+def _base_side(base: Results, *, design: CalibrationDesign,
+               provenance: NoiseProvenance) -> CalibrationRun:
     checks: dict[str, CheckNoise] = {}
     for slot in slots(base) + ratio_slots(base, base.plan.thresholds):
         noise = estimate_side(slot.name, per_repeat(base, slot), design.rounds_per_block,
@@ -204,7 +220,7 @@ def _base_side(base: Results, design, provenance) -> CalibrationRun:
     return CalibrationRun(provenance=provenance, design=design, checks=checks)
 
 
-def _cost(base: Results, head: Results, rounds: int, plan: Plan) -> CalibrationCost | None:
+def _cost(base: Results, head: Results, *, rounds: int, plan: Plan) -> CalibrationCost | None:
     """A server pair's and a round's runner seconds, both builds together, from the runs'
     timings (what `gate calibrate` measures on the clock)."""
     blocks = rounds // plan.ab.rounds_per_block

@@ -18,9 +18,8 @@ import math
 import shlex
 from dataclasses import dataclass
 
-from gate.core.errors import CannotDecide
 from gate.judge import sequential as seq
-from gate.judge.checks import planned_slots
+from gate.judge.checks import Slot, planned_slots
 from gate.judge.noise import ENOUGH_BLOCK_DF, CalibrationDesign, Noise
 from gate.judge.reach import (
     LONGEST_BLOCKS,
@@ -30,25 +29,15 @@ from gate.judge.reach import (
     looser_thresholds,
 )
 from gate.judge.sizing import AA_DECIDED_GOAL, MISS_GOAL, RunnerCost, Sizing, size
+from gate.judge.verdict import Verdict, undecided_verdict
 from gate.plan.spec import Plan
 from gate.plan.thresholds import Thresholds
-
-
-class Uncalibrated(CannotDecide):
-    """Asked to start only from a calibration (`gate ab --calibrate`, `--no-screening`), and
-    none applies to every check: calibrate (`more_blocks` more, when known) first."""
-
-    def __init__(self, message: str, more_blocks: int | None = None, *,
-                 decide_with: str | None = None):
-        super().__init__(message, decide_with=decide_with)
-        self.more_blocks = more_blocks
-
 
 # Blocks a calibration measures unless told otherwise: block means with ENOUGH_BLOCK_DF df.
 CALIBRATION_BLOCKS = ENOUGH_BLOCK_DF + 1
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ABDesign:
     """The test an A/B runs, and what the calibration (if any) says it achieves."""
 
@@ -74,6 +63,21 @@ class ABDesign:
         return "; ".join(self.notes)
 
 
+@dataclass(frozen=True, kw_only=True)
+class NoDesign:
+    """Why no A/B can start on this runner, known before anything is measured: the plan
+    judges no check, its budget holds no block, or a calibration was asked for and none
+    applies (`uncalibrated`: `gate ab --calibrate` calibrates, then starts). Its verdict is
+    undecided (exit 5), naming what would decide."""
+
+    why: str
+    decide_with: str | None = None
+    uncalibrated: bool = False
+
+    def verdict(self) -> Verdict:
+        return undecided_verdict(self.why, decide_with=self.decide_with)
+
+
 def calibrated_design(plan: Plan) -> CalibrationDesign:
     return CalibrationDesign(servers=plan.ab.servers, rounds_per_block=plan.ab.rounds_per_block,
                              isolation=plan.ab.isolation)
@@ -96,18 +100,37 @@ def design_blocks(plan: Plan) -> int:
     return max(min(plan.ab.max_rounds // plan.ab.rounds_per_block, LONGEST_BLOCKS), 1)
 
 
-def design_ab(plan: Plan, thresholds: Thresholds, noise: Noise, *,
-              require_calibration: bool = False, advise: bool = True) -> ABDesign:
+def design_ab(plan: Plan, thresholds: Thresholds, *, noise: Noise,
+              require_calibration: bool = False, advise: bool = True) -> ABDesign | NoDesign:
     """The design for `plan` on this runner: sized by the calibration when one covers every
-    check, else the plan's limits (Uncalibrated instead, when `require_calibration`).
+    check, else the plan's limits (NoDesign instead, when `require_calibration`); NoDesign when
+    the plan judges no check or its budget holds no block.
     `advise` False leaves out the search for what would meet the goals (its notes only: the
     design is the same; the simulation of many calibrations skips it)."""
     calibrated = calibrated_design(plan)
     slots = planned_slots(plan, thresholds)
     if not slots:
-        raise CannotDecide(f"plan {plan.name!r} judges no check in an A/B: nothing to decide")
-    largest = design_blocks(plan)
-    per_round = plan.ab.servers == "per_round"
+        return NoDesign(why=f"plan {plan.name!r} judges no check in an A/B: nothing to decide")
+    names = tuple(slot.name for slot in slots)
+    checks, missing = _sized_checks(slots, thresholds, noise=noise, calibrated=calibrated)
+    cost = noise.cost(calibrated)
+    if missing or cost is None:
+        what = missing if missing else ["the cost of a block"]
+        if require_calibration:
+            return NoDesign(why=_uncalibrated(plan, noise, missing=what), uncalibrated=True,
+                            decide_with=f"{calibration_command(plan)} (or gate ab --calibrate)")
+        return ABDesign(design=seq.Design(plan.ab.rounds_per_block, design_blocks(plan),
+                                          len(slots), plan.ab.servers == "per_round"),
+                        sizing=None, calibrated=calibrated, checks=names,
+                        notes=(_learning(plan, noise, missing=what),))
+    if (no_block := _no_block_fits(plan, cost, noise=noise)) is not None:
+        return no_block
+    return _sized(plan, checks, cost=cost, calibrated=calibrated, names=names, advise=advise)
+
+
+def _sized_checks(slots: list[Slot], thresholds: Thresholds, *, noise: Noise,
+                  calibrated: CalibrationDesign) -> tuple[list[SizedCheck], list[str]]:
+    """Each judged check with the calibration's prior and spread; the names of those it lacks."""
     checks: list[SizedCheck] = []
     missing = []
     for slot in slots:
@@ -120,31 +143,36 @@ def design_ab(plan: Plan, thresholds: Thresholds, noise: Noise, *,
             continue
         checks.append(SizedCheck(seq.CheckSpec(slot.name, threshold, slot.metric.direction, prior),
                             spread, slot.metric.threshold_field))
-    names = tuple(slot.name for slot in slots)
-    cost = noise.cost(calibrated)
-    if missing or cost is None:
-        what = missing if missing else ["the cost of a block"]
-        if require_calibration:
-            raise Uncalibrated(_uncalibrated(plan, noise, what),
-                               decide_with=f"{calibration_command(plan)} (or gate ab --calibrate)")
-        return ABDesign(seq.Design(plan.ab.rounds_per_block, largest, len(slots), per_round),
-                        None, calibrated, names, notes=(_learning(plan, noise, what),))
+    return checks, missing
+
+
+def _no_block_fits(plan: Plan, cost: RunnerCost, *, noise: Noise) -> NoDesign | None:
+    """A budget shorter than one block of the calibrated cost: no A/B can decide within it."""
     block_min = cost.block_s(plan.ab.rounds_per_block) / 60
     budget = plan.ab.budget_minutes
-    if budget is not None and budget < block_min:
-        raise CannotDecide(
-            f"a budget of {budget:g} runner minutes holds no block of plan {plan.name!r} on "
-            f"this runner (a block takes {block_min:.1f} min, {noise.description}): raise "
-            f"--budget-minutes to at least {math.ceil(block_min)}",
-            decide_with=f"--budget-minutes {math.ceil(block_min)}")
+    if budget is None or budget >= block_min:
+        return None
+    return NoDesign(
+        why=f"a budget of {budget:g} runner minutes holds no block of plan {plan.name!r} on "
+        f"this runner (a block takes {block_min:.1f} min, {noise.description}): raise "
+        f"--budget-minutes to at least {math.ceil(block_min)}",
+        decide_with=f"--budget-minutes {math.ceil(block_min)}")
+
+
+def _sized(plan: Plan, checks: list[SizedCheck], *, cost: RunnerCost,
+           calibrated: CalibrationDesign, names: tuple[str, ...], advise: bool) -> ABDesign:
+    """The fewest blocks, within the plan's, that meet the goals at the calibrated noise (the
+    plan's blocks when none do), and the notes on what they leave out."""
+    largest = design_blocks(plan)
     sizing = size([c.spec for c in checks], [c.spread for c in checks],
                   plan.ab.rounds_per_block, cost, max_blocks=largest)
-    short = _short(plan, checks, sizing, cost, largest) if advise else ""
+    short = _short(plan, checks, sizing=sizing, cost=cost, largest=largest) if advise else ""
     notes = [n for n in (short, budget_note(plan, sizing)) if n]
-    return ABDesign(sizing.design, sizing, calibrated, names, sizing.block_s, tuple(notes))
+    return ABDesign(design=sizing.design, sizing=sizing, calibrated=calibrated, checks=names,
+                    block_s=sizing.block_s, notes=tuple(notes))
 
 
-def _learning(plan: Plan, noise: Noise, missing: list[str]) -> str:
+def _learning(plan: Plan, noise: Noise, *, missing: list[str]) -> str:
     return (f"no calibration of this runner for plan {plan.name!r} gives the spread between "
             f"server pairs of {', '.join(missing)} ({noise.description}): this A/B learns it "
             f"from its own blocks. A calibration shortens the next ones: "
@@ -152,7 +180,7 @@ def _learning(plan: Plan, noise: Noise, missing: list[str]) -> str:
             "(`gate calibrate --add`)")
 
 
-def _uncalibrated(plan: Plan, noise: Noise, missing: list[str]) -> str:
+def _uncalibrated(plan: Plan, noise: Noise, *, missing: list[str]) -> str:
     return (
         f"no calibration of this runner for plan {plan.name!r} gives the spread between server "
         f"pairs of {', '.join(missing)} ({noise.description}). Calibrate first: "
@@ -162,7 +190,8 @@ def _uncalibrated(plan: Plan, noise: Noise, missing: list[str]) -> str:
         "its own blocks")
 
 
-def _short(plan: Plan, checks: list[SizedCheck], sizing: Sizing, cost: RunnerCost, largest: int) -> str:
+def _short(plan: Plan, checks: list[SizedCheck], *, sizing: Sizing, cost: RunnerCost,
+           largest: int) -> str:
     """What the calibration predicts when the plan's blocks miss the goals, and what would
     meet them; empty when they are met."""
     if sizing.reachable:
@@ -177,10 +206,11 @@ def _short(plan: Plan, checks: list[SizedCheck], sizing: Sizing, cost: RunnerCos
         text += (f"The calibration rests on {int(block_df) + 1} server pairs and is sized at its "
                  f"upper confidence bound (x{seq.ucb_factor(block_df):.2f}): calibrating {more} "
                  f"more blocks (`{calibration_command(plan, more)}`; runs pool) may be enough. ")
-    return text + what_would_decide(plan, checks, cost, largest)
+    return text + what_would_decide(plan, checks, cost=cost, largest=largest)
 
 
-def what_would_decide(plan: Plan, checks: list[SizedCheck], cost: RunnerCost, largest: int) -> str:
+def what_would_decide(plan: Plan, checks: list[SizedCheck], *, cost: RunnerCost,
+                      largest: int) -> str:
     """The design that would meet the goals at the plan's thresholds here, and the thresholds
     this runner meets them for within `largest` blocks (gate.judge.reach), as flags of
     `gate ab`."""

@@ -30,13 +30,14 @@ def earlier(tmp_path, *, outcome: Outcome | None, finished: bool, rounds: int = 
 
 def test_a_test_that_can_go_on_is_resumed_and_says_where_it_started(tmp_path):
     c = continuation(earlier(tmp_path, outcome=Outcome.INCONCLUSIVE, finished=False),
-                     PLAN, PLAN.thresholds)
+                     PLAN, thresholds=PLAN.thresholds)
     assert c.kind == "resume" and "actions/runs/7 after 4 rounds" in c.why
 
 
 @pytest.mark.parametrize("outcome", [Outcome.PASS, Outcome.FAIL])
 def test_a_decided_test_is_kept_not_measured_again(tmp_path, outcome):
-    c = continuation(earlier(tmp_path, outcome=outcome, finished=True), PLAN, PLAN.thresholds)
+    c = continuation(earlier(tmp_path, outcome=outcome, finished=True), PLAN,
+                     thresholds=PLAN.thresholds)
     assert c.kind == "keep" and c.verdict.outcome == outcome
     assert "does not restart a decided test" in c.why
 
@@ -47,19 +48,20 @@ def test_a_decided_test_is_kept_not_measured_again(tmp_path, outcome):
     (Outcome.INCONCLUSIVE, "ended at its design's last block"),
 ])
 def test_what_decided_nothing_is_not_continued(tmp_path, outcome, said):
-    c = continuation(earlier(tmp_path, outcome=outcome, finished=True), PLAN, PLAN.thresholds)
+    c = continuation(earlier(tmp_path, outcome=outcome, finished=True), PLAN,
+                     thresholds=PLAN.thresholds)
     assert c.kind == "new" and said in c.why
 
 
 def test_another_plan_or_other_thresholds_start_a_new_test(tmp_path):
     folder = earlier(tmp_path, outcome=Outcome.FAIL, finished=True)
     other = PLAN.thresholds.with_overrides({"tpot_p50_pct": "30"})
-    assert continuation(folder, PLAN, other).kind == "new"
-    assert continuation(folder, load_plan("cpu-corpus"), PLAN.thresholds).kind == "new"
+    assert continuation(folder, PLAN, thresholds=other).kind == "new"
+    assert continuation(folder, load_plan("cpu-corpus"), thresholds=PLAN.thresholds).kind == "new"
     (folder / "ab-state.json").unlink()
-    assert continuation(folder, PLAN, PLAN.thresholds).kind == "new"
+    assert continuation(folder, PLAN, thresholds=PLAN.thresholds).kind == "new"
     with pytest.raises(GateError, match="no such folder"):
-        continuation(tmp_path / "missing", PLAN, PLAN.thresholds)
+        continuation(tmp_path / "missing", PLAN, thresholds=PLAN.thresholds)
 
 
 def test_take_over_copies_the_earlier_files_into_the_new_folder(tmp_path):
@@ -67,5 +69,5 @@ def test_take_over_copies_the_earlier_files_into_the_new_folder(tmp_path):
     out = tmp_path / "gate-out"
     out.mkdir()
     (out / "doctor.json").write_text("{}")
-    take_over(continuation(folder, PLAN, PLAN.thresholds), out)
+    take_over(continuation(folder, PLAN, thresholds=PLAN.thresholds), out)
     assert (out / "ab-state.json").is_file() and (out / "doctor.json").is_file()

@@ -7,7 +7,7 @@ import pytest
 from support.factories import cell, gpu_plan, make_results
 
 from gate.core.errors import GateError, MeasurementError
-from gate.flows import ab
+from gate.flows import ab, blocks, sides
 from gate.flows.calibrate import aa_pairs
 from gate.judge.verdict import Outcome, Verdict
 from gate.measure.measured_build import cells_for_repeat
@@ -33,7 +33,7 @@ def test_every_cell_changes_build_order_from_round_to_round():
     next round, wherever the interleaved sweep puts the cell in the round (before, the sweep's
     arm flip and the build flip cancelled: guided c=4 was the head's first in every round)."""
     plan = load_plan("cpu-smoke")
-    order = ab.cell_order(plan)
+    order = blocks.cell_order(plan)
     first = {}
     for r in range(4):
         for cell_ in cells_for_repeat(plan, r):
@@ -43,16 +43,17 @@ def test_every_cell_changes_build_order_from_round_to_round():
 
 
 def test_split_cpus_swap_halves_between_builds_and_blocks():
-    assert ab.split_cpus("base", 0, {0, 1}) == (0,) and ab.split_cpus("head", 0, {0, 1}) == (1,)
-    assert ab.split_cpus("base", 1, {0, 1}) == (1,)
-    assert ab.split_cpus("head", 2, {0, 1, 2, 3}) == (2, 3)
+    assert blocks.split_cpus("base", 0, cpus={0, 1}) == (0,)
+    assert blocks.split_cpus("head", 0, cpus={0, 1}) == (1,)
+    assert blocks.split_cpus("base", 1, cpus={0, 1}) == (1,)
+    assert blocks.split_cpus("head", 2, cpus={0, 1, 2, 3}) == (2, 3)
     with pytest.raises(GateError, match="at least 2 CPUs"):
-        ab.split_cpus("base", 0, {0})
+        blocks.split_cpus("base", 0, cpus={0})
 
 
 def test_a_side_error_carries_its_side_as_data():
     cause = MeasurementError("warm-up requests failed, not measuring")  # names no side
-    err = ab.SideError("head", cause)
+    err = sides.SideError("head", cause)
     assert err.side == "head" and str(err) == str(cause)
     assert err.exit_code == cause.exit_code
 
@@ -68,7 +69,7 @@ def test_calibration_pairs_each_round_of_every_check():
                       cell("sweep", "free", 8, r, tpot_p50=10.0)]
         return make_results(cells, plan=plan)
 
-    pairs, units = aa_pairs(side(1.0), side(1.1), plan)
+    pairs, units = aa_pairs(side(1.0), side(1.1), plan=plan)
     assert [(p.round, p.base, p.head) for p in pairs["drain.req_per_min"]] == \
         [(r, 200.0, pytest.approx(220.0)) for r in range(2)]
     assert [(p.base, p.head) for p in pairs["sweep.c8.tpot_p50_ms"]] == [(20.0, pytest.approx(22.0))] * 2

@@ -34,7 +34,7 @@ def loud_tpot_noise(between: float = 0.025, within: float = 0.025) -> Noise:
 
 @pytest.fixture(scope="module")
 def advice() -> str:
-    design = design_ab(CPU_SMOKE, CPU_SMOKE.thresholds, loud_tpot_noise())
+    design = design_ab(CPU_SMOKE, CPU_SMOKE.thresholds, noise=loud_tpot_noise())
     assert not design.sizing.reachable and "What would meet them here" in design.note
     return design.note
 
@@ -44,7 +44,7 @@ def test_the_longer_design_it_names_is_taken_as_named(advice):
                                          advice).groups())
     assert rounds > CPU_SMOKE.ab.max_rounds
     longer = apply_overrides(CPU_SMOKE, ab={"max_rounds": rounds, "budget_minutes": minutes})
-    design = design_ab(longer, longer.thresholds, loud_tpot_noise())
+    design = design_ab(longer, longer.thresholds, noise=loud_tpot_noise())
     # the advice holds the design (the design at most that long, sized afresh: a longer cap
     # spends the error rates over more looks, so the same noise may need a block less)
     assert design.sizing.reachable
@@ -58,15 +58,15 @@ def test_the_looser_thresholds_it_names_decide_within_the_plans_blocks(advice):
     value = float(flags["tpot_p50_pct"])
     assert CPU_SMOKE.thresholds.tpot_p50_pct < value <= MAX_FACTOR * CPU_SMOKE.thresholds.tpot_p50_pct
     looser = CPU_SMOKE.thresholds.model_copy(update={k: float(v) for k, v in flags.items()})
-    design = design_ab(CPU_SMOKE, looser, loud_tpot_noise())
+    design = design_ab(CPU_SMOKE, looser, noise=loud_tpot_noise())
     # ... and within the plan's budget: the advice names --budget-minutes when it would not be
     assert "--budget-minutes" not in advice.split("looser thresholds")[1]
     tight = apply_overrides(CPU_SMOKE, ab={"budget_minutes": 5})
-    note = design_ab(tight, tight.thresholds, loud_tpot_noise()).note
+    note = design_ab(tight, tight.thresholds, noise=loud_tpot_noise()).note
     budget = re.search(r"--threshold tpot_p50_pct=[\d.]+ --budget-minutes (\d+)`", note)
     assert budget is not None
     taken = apply_overrides(tight, ab={"budget_minutes": int(budget.group(1))})
-    assert design_ab(taken, looser, loud_tpot_noise()).sizing.reachable
+    assert design_ab(taken, looser, noise=loud_tpot_noise()).sizing.reachable
     assert design.sizing.reachable
     assert design.design.max_rounds <= CPU_SMOKE.ab.max_rounds
 

@@ -24,7 +24,7 @@ from gate.cli.ab import ab_plan
 from gate.cli.calibrate import calibrated_plan
 from gate.cli.main import build_parser
 from gate.core.errors import EXIT_UNDECIDED
-from gate.judge.ab_design import Uncalibrated, calibrated_design, calibration_command, design_ab
+from gate.judge.ab_design import NoDesign, calibrated_design, calibration_command, design_ab
 from gate.judge.checks import judged, planned_slots, ratio_slots, slots
 from gate.judge.noise import Noise
 from gate.judge.sizing import FALSE_FAIL_GOAL, MISS_GOAL, Layout, RunnerCost, Spread, draw, size
@@ -130,17 +130,17 @@ def test_no_calibration_runs_from_nothing_and_says_what_would_shorten_it():
     """A calibration is never a precondition: with none the A/B runs the plan's limits and
     learns the runner's noise; only --calibrate (require_calibration) stops before measuring."""
     nothing = Noise(description="no calibration found")
-    design = design_ab(CPU_SMOKE, CPU_SMOKE.thresholds, nothing)
+    design = design_ab(CPU_SMOKE, CPU_SMOKE.thresholds, noise=nothing)
     assert design.sizing is None and design.block_s is None
     assert design.design.max_blocks == CPU_SMOKE.ab.max_rounds // 2
     assert design.design.family_size == len(CPU_SMOKE_CHECKS)
     assert "learns this runner's noise from its own blocks" in design.describe()
     assert "gate calibrate --plan cpu-smoke --blocks 10" in design.note
     assert "no calibration found" in design.note and "gate calibrate --add" in design.note
-    with pytest.raises(Uncalibrated) as err:
-        design_ab(CPU_SMOKE, CPU_SMOKE.thresholds, nothing, require_calibration=True)
-    assert err.value.exit_code == EXIT_UNDECIDED
-    assert "gate calibrate --plan cpu-smoke --blocks 10" in str(err.value)
+    refused = design_ab(CPU_SMOKE, CPU_SMOKE.thresholds, noise=nothing, require_calibration=True)
+    assert isinstance(refused, NoDesign) and refused.uncalibrated
+    assert refused.verdict().exit_code == EXIT_UNDECIDED
+    assert "gate calibrate --plan cpu-smoke --blocks 10" in refused.why
 
 
 NAMES = CPU_SMOKE_CHECKS
@@ -155,7 +155,7 @@ def test_cpu_smoke_judges_one_check_per_signal():
 
 def test_a_calibrated_runner_gets_a_design_within_the_plans_limits():
     noise = noise_for_results(cpu_smoke_results(), names=NAMES, between=0.01, within=0.02)
-    design = design_ab(CPU_SMOKE, CPU_SMOKE.thresholds, noise)
+    design = design_ab(CPU_SMOKE, CPU_SMOKE.thresholds, noise=noise)
     assert design.checks == NAMES
     assert design.design.rounds_per_block == 2 and design.sizing.reachable
     assert design.design.max_rounds <= CPU_SMOKE.ab.max_rounds
@@ -165,13 +165,13 @@ def test_a_calibrated_runner_gets_a_design_within_the_plans_limits():
 
 def test_a_budget_too_small_is_said_and_the_ab_still_runs():
     noise = noise_for_results(cpu_smoke_results(), names=NAMES, between=0.01, within=0.02)
-    design = design_ab(CPU_SMOKE, CPU_SMOKE.thresholds, noise)
+    design = design_ab(CPU_SMOKE, CPU_SMOKE.thresholds, noise=noise)
     blocks = design.sizing.blocks_to_decide()
     assert blocks is not None and blocks <= design.design.max_blocks
     decide_min = blocks * design.sizing.block_s / 60
     tight = CPU_SMOKE.model_copy(update={"ab": CPU_SMOKE.ab.model_copy(
         update={"budget_minutes": decide_min * 0.9})})
-    taken = design_ab(tight, tight.thresholds, noise)
+    taken = design_ab(tight, tight.thresholds, noise=noise)
     assert taken.design == design.design
     assert f"raise --budget-minutes to {math.ceil(decide_min)}" in taken.note
     assert "gate ab --resume" in taken.note
@@ -179,14 +179,14 @@ def test_a_budget_too_small_is_said_and_the_ab_still_runs():
 
 def test_a_runner_too_noisy_for_the_thresholds_is_told_what_helps():
     noise = noise_for_results(cpu_smoke_results(), names=NAMES, between=0.3, within=0.3)
-    design = design_ab(CPU_SMOKE, CPU_SMOKE.thresholds, noise)
+    design = design_ab(CPU_SMOKE, CPU_SMOKE.thresholds, noise=noise)
     assert not design.sizing.reachable
     assert design.design.max_blocks == CPU_SMOKE.ab.max_rounds // 2  # the plan's, run anyway
     assert re.search(r"Neither 60 blocks nor thresholds up to 3x .* lower the runner's noise",
                      design.note)
     few = noise_for_results(cpu_smoke_results(), names=NAMES, between=0.04, within=0.05,
                             blocks=3)
-    design = design_ab(CPU_SMOKE, CPU_SMOKE.thresholds, few)
+    design = design_ab(CPU_SMOKE, CPU_SMOKE.thresholds, noise=few)
     assert re.search(r"rests on 3 server pairs .* calibrating 7 more blocks", design.note)
 
 
@@ -194,6 +194,6 @@ def test_a_calibration_of_another_block_size_does_not_count():
     run = calibration_run(names=NAMES, rounds_per_block=4)
     noise = noise_for_results(cpu_smoke_results(), names=NAMES)
     other = Noise((noise.calibrations[0].model_copy(update={"runs": [run]}),), "b4")
-    assert design_ab(CPU_SMOKE, CPU_SMOKE.thresholds, other).sizing is None
-    with pytest.raises(Uncalibrated):
-        design_ab(CPU_SMOKE, CPU_SMOKE.thresholds, other, require_calibration=True)
+    assert design_ab(CPU_SMOKE, CPU_SMOKE.thresholds, noise=other).sizing is None
+    refused = design_ab(CPU_SMOKE, CPU_SMOKE.thresholds, noise=other, require_calibration=True)
+    assert isinstance(refused, NoDesign) and refused.uncalibrated
