@@ -22,7 +22,12 @@ from gate.judge.verdict import Verdict, error_verdict, save_verdict
 from gate.measure.results import load_results
 from gate.plan.spec import Plan, apply_overrides, builtin_server_problem, load_plan, pin_runner
 from gate.profile.diff_file import DiffSettings
-from gate.profile.sampling import DEFAULT_RATE_HZ, PROFILE_POLICIES, SamplingOptions
+from gate.profile.sampling import (
+    DEFAULT_RATE_HZ,
+    PROFILE_POLICIES,
+    SamplingOptions,
+    require_py_spy,
+)
 from gate.report import terminal
 from gate.runner import commit_build
 from gate.runner.builds import ResolvedBuild
@@ -191,6 +196,7 @@ def _envs(args) -> dict[str, dict[str, str]]:
 
 
 def _profiling(args) -> ab.Profiling:
+    require_py_spy(args.profile)  # --profile always without py-spy: refused before any server
     options = SamplingOptions(rate_hz=args.profile_rate)
     options.check()
     return ab.Profiling(args.profile, options, diff_settings(min_share=args.profile_min_share))

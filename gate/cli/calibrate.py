@@ -12,7 +12,7 @@ from gate.cli.common import add_model_runner, assignments, int_list
 from gate.core.errors import GateError
 from gate.core.progress import Progress
 from gate.core.settings import Settings
-from gate.flows import calibrate
+from gate.flows import calibrate, first_start
 from gate.flows.sides import Build
 from gate.judge.ab_design import CALIBRATION_BLOCKS, NoDesign, calibrated_design
 from gate.judge.noise import (
@@ -42,6 +42,10 @@ def add_parser(sub) -> None:
                    "takes them (default: this interpreter)")
     p.add_argument("--env", action="append", metavar="KEY=VALUE",
                    help="environment of the build's servers (repeatable)")
+    p.add_argument("--first-start", choices=first_start.POLICIES, default="auto",
+                   help="start the build once before the blocks, timed apart (its compile "
+                   "caches filled), as gate ab does: auto = a build the gate installed, the "
+                   "first time (default); always; never")
     p.add_argument("--plan", help="plan YAML file or built-in name (default: cpu-smoke)")
     p.add_argument("--blocks", type=int, default=CALIBRATION_BLOCKS,
                    help=f"A/A blocks, each on a fresh server pair (default {CALIBRATION_BLOCKS}; "
@@ -115,6 +119,11 @@ def handle(args, settings: Settings) -> int:
                              torch_index=settings.torch_index, log=progress)
     build = Build(label="build", python=resolved.python,
                   env={**resolved.env, **assignments(args.env, "--env")})
+    # a fresh build's first start (compile caches filled), apart from every block's cost
+    first = first_start.first_starts(plan, [first_start.Candidate(
+        label="calibrated", name=resolved.name, python=build.python, env=build.env,
+        installed_by_gate=resolved.installed is not None)], out=args.out,
+        cache_dir=settings.cache_dir, policy=args.first_start, progress=progress)
     done = calibrate.calibrate(calibrate.CalibrateOptions(
         plan=plan, build=build, blocks=args.blocks, out=args.out, store=args.noise_dir,
         cache_dir=settings.cache_dir, progress=progress,
@@ -124,6 +133,8 @@ def handle(args, settings: Settings) -> int:
     if done.run.cost:
         print(f"  cost: {done.run.cost.pair_s:.0f} s per server pair, "
               f"{done.run.cost.round_s:.0f} s per round")
+    for start in first:
+        print(f"  {start.note}")
     design = calibrated_design(plan)
     for name in done.run.checks:
         pooled = done.noise.pooled(name, design)

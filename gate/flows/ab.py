@@ -43,7 +43,7 @@ from gate.measure.results import Results, ServerInfo, load_results, save_results
 from gate.plan.spec import Plan
 from gate.plan.thresholds import Thresholds
 from gate.profile.diff_file import DiffSettings, ProfileDiff
-from gate.profile.sampling import SamplingOptions, should_profile
+from gate.profile.sampling import SamplingOptions, find_py_spy, should_profile
 from gate.profile.traffic import ProfileTarget, profile_server
 
 
@@ -319,6 +319,11 @@ def _after_block(setup: ABSetup, tally: Tally, *, end: BlockEnd,
     roots = source_roots(setup.pairing.sides)
     if servers is not None:
         tally.profiler.run(servers, roots=roots)
+        return
+    try:
+        find_py_spy()  # without it, say so before two servers are loaded for nothing
+    except GateError as exc:
+        tally.profiler.notes.append(f"no profile diff: {exc}")
         return
     block = end.rounds // setup.plan.ab.rounds_per_block
     with contextlib.ExitStack() as stack:

