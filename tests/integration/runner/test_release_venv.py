@@ -115,7 +115,7 @@ def write_marker(folder, python: str) -> None:
     (folder / READY_FILE).write_text(marker.model_dump_json())
 
 
-@pytest.mark.parametrize("python", [sys.executable, "{folder}/venv/../../elsewhere/python",
+@pytest.mark.parametrize("python", [sys.executable, "{folder}/venv/../../../elsewhere/python",
                                     "{folder}/other/bin/python"],
                          ids=["another-interpreter", "dot-dot", "beside-the-venv"])
 def test_a_marker_naming_an_interpreter_outside_its_virtualenv_is_never_ready(tmp_path, python):
