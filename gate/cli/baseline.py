@@ -37,7 +37,8 @@ def add_parser(sub) -> None:
                    "refuse when it says this plan and runner stand regressed")
     u.add_argument("--noise-dir", type=Path, action="append",
                    help="where the runner's noise calibrations are (the comparison with the "
-                   "stored baseline); default ./baselines/noise and the cache folder's")
+                   "stored baseline); default ./baselines/noise and the cache folder's (not "
+                   "with GATE_CACHE_CALIBRATIONS=false)")
     u.set_defaults(handler=handle)
     b.set_defaults(handler=lambda args, settings: (b.print_help(), EXIT_BAD_INPUT)[1])
 
@@ -86,7 +87,8 @@ def _promotion(args, settings: Settings, results: Results):
     existing = bl.existing_for(args.baselines_dir, results) if args.baselines_dir.is_dir() \
         else None
     if existing is not None and not bl.mismatches(existing[1], results):
-        noise = noise_for(noise_dirs(args.noise_dir, settings.cache_dir), results.plan.name,
+        cache = settings.cache_dir if settings.cache_calibrations else None
+        noise = noise_for(noise_dirs(args.noise_dir, cache), results.plan.name,
                           results.plan_hash, results.fingerprint)
         comparison = compare_results(results, BaselineReference(existing[1], str(existing[0])),
                                      results.plan.thresholds, noise=noise)

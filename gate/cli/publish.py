@@ -124,6 +124,7 @@ def read_report(path: Path | None) -> str | None:
 def handle(args: argparse.Namespace, settings: Settings) -> int:
     if args.max_wait < 0:
         raise GateError("--max-wait must be 0 or more seconds")
+    run_pr = settings.pr_number  # the event's or the CI's, before --pr
     settings = settings_from_args(args, settings)
     factory = partial(default_client, max_wait_s=args.max_wait)
     if (args.bisect_result is None) != (args.issue is None):
@@ -133,7 +134,8 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
                                   client_factory=factory)
     if args.post_comment_file is not None:
         target = PostTarget(pr=args.pr, expect_head_sha=args.expect_head_sha)
-        return post_comment_file(settings, args.post_comment_file, target=target,
+        return post_comment_file(settings.model_copy(update={"pr_number": run_pr}),
+                                 args.post_comment_file, target=target,
                                  bot_login=args.bot_login, client_factory=factory)
     if sum(x is not None for x in (args.verdict, args.combine, args.backends)) != 1:
         raise GateError("gate publish needs --verdict (one run) or --combine (a matrix) or "

@@ -57,7 +57,8 @@ def add_parser(sub) -> None:
                    "branch as a sparkline beside it")
     p.add_argument("--noise-dir", type=Path, action="append",
                    help="A/B: the calibrations its sequential test used (as gate compare's), "
-                   "to show the test look by look; default ./baselines/noise and the cache's")
+                   "to show the test look by look; default ./baselines/noise and the cache's "
+                   "(not with GATE_CACHE_CALIBRATIONS=false)")
     p.set_defaults(handler=handle)
 
 
@@ -107,7 +108,8 @@ def _looks(args, settings: Settings, *, verdict, head, base):
     applied = {k: "null" if v is None else str(v) for k, v in (verdict.thresholds or {}).items()
                if k in Thresholds.model_fields}
     thresholds = head.plan.thresholds.with_overrides(applied)
-    noise = noise_for(noise_dirs(args.noise_dir, settings.cache_dir), head.plan.name,
+    cache = settings.cache_dir if settings.cache_calibrations else None
+    noise = noise_for(noise_dirs(args.noise_dir, cache), head.plan.name,
                       head.plan_hash, head.fingerprint)
     return trajectories(head, base, thresholds, noise)
 

@@ -6,14 +6,16 @@ published pipeline schema (tests/fixtures/buildkite/).
 Two steps (docs/buildkite.md):
 
 - `perf-gate`, on the GPU queue, in the PR's CI image (vLLM's per-commit test image): the
-  gate in a virtualenv of its own; the head is the image's vLLM as installed (`install-vllm
-  --mode preinstalled`), the base the merge base's Python over it (`gate buildkite
-  base-overlay`); `gate ab`, then the annotation, the HUD record and the comment file as
-  artifacts. It holds no token. Exit 3 (undecided) and 5 (cannot decide on this runner) soft
-  fail: not a pass, not a red build.
+  gate in a virtualenv of its own, every dependency from its hash lock (requirements/gpu.txt);
+  the head is the image's vLLM as installed (`install-vllm --mode preinstalled`), the base the
+  merge base's Python over it (`gate buildkite base-overlay`); `gate ab`, then the
+  annotation, the HUD record and the comment file as artifacts. It holds no token. Exit 3
+  (undecided) and 5 (cannot decide on this runner) soft fail: not a pass, not a red build.
 - `perf-gate-comment`, after it, on a queue that runs no PR code: posts the comment file
   with the bot's token (`gate publish --post-comment-file`, the same token-free hand-over as
-  on GitHub). Only a pipeline uploaded from the default branch may carry it.
+  on GitHub), on the build's own PR (`--pr "$BUILDKITE_PULL_REQUEST"`) while its head is
+  still the build's commit (`--expect-head-sha "$BUILDKITE_COMMIT"`). Only a pipeline
+  uploaded from the default branch may carry it.
 
 Runtime shell variables are written `$$name` (Buildkite interpolates `$name` at upload).
 """
@@ -37,11 +39,26 @@ class PipelineOptions:
     comment_queue: str = "cpu_queue_postmerge"
 
 
+def gpu_gate_install(o: PipelineOptions) -> list[str]:
+    """The gate from its own repository at the pinned commit into /tmp/gate-venv, as the
+    GitHub GPU jobs install it: every dependency from the hash lock requirements/gpu.txt (pip
+    refuses a missing or different hash), then the gate alone; `-I` keeps the PR's checkout
+    (the working folder) off sys.path, `--isolated --no-cache-dir` lets no pip configuration,
+    PIP_* variable or cache of the image or the agent decide what is installed."""
+    pip = "/tmp/gate-venv/bin/python -I -m pip install --quiet --isolated --no-cache-dir"
+    return [
+        f"git clone --quiet {GATE_REPOSITORY} /tmp/gate-src",
+        f"git -C /tmp/gate-src checkout --quiet --detach {o.gate_ref}",
+        "python3 -I -m venv /tmp/gate-venv",
+        f"{pip} --require-hashes -r /tmp/gate-src/requirements/gpu.txt",
+        f"{pip} --no-deps --no-build-isolation /tmp/gate-src",
+    ]
+
+
 def measure_commands(o: PipelineOptions) -> list[str]:
     gate = "/tmp/gate-venv/bin/gate"
     return [
-        "python3 -m venv /tmp/gate-venv",
-        f'/tmp/gate-venv/bin/pip install --quiet "gate @ git+{GATE_REPOSITORY}@{o.gate_ref}"',
+        *gpu_gate_install(o),
         f"{gate} install-vllm --mode preinstalled --python python3",
         'base="$$(git merge-base "origin/$$BUILDKITE_PULL_REQUEST_BASE_BRANCH" HEAD)"',
         f'{gate} buildkite base-overlay --repo . --base "$$base" --python python3 '
@@ -61,7 +78,9 @@ def measure_commands(o: PipelineOptions) -> list[str]:
 
 
 def comment_commands(o: PipelineOptions) -> list[str]:
-    """The gate from its own repository at the pinned commit, hash-pinned (no PR code)."""
+    """The gate from its own repository at the pinned commit, hash-pinned (no PR code). The
+    PR and the commit are the build's own (Buildkite's variables, read when the step runs),
+    never the numbers in the comment file, which the measuring step (PR code) wrote."""
     return [
         "buildkite-agent artifact download gate-comment.json .",
         f"git clone --quiet {GATE_REPOSITORY} /tmp/gate-src",
@@ -70,7 +89,8 @@ def comment_commands(o: PipelineOptions) -> list[str]:
         "/tmp/gate-venv/bin/pip install --quiet --require-hashes -r "
         "/tmp/gate-src/requirements/poster.txt",
         "/tmp/gate-venv/bin/pip install --quiet --no-deps --no-build-isolation /tmp/gate-src",
-        "/tmp/gate-venv/bin/gate publish --post-comment-file gate-comment.json",
+        "/tmp/gate-venv/bin/gate publish --post-comment-file gate-comment.json "
+        '--pr "$$BUILDKITE_PULL_REQUEST" --expect-head-sha "$$BUILDKITE_COMMIT"',
     ]
 
 

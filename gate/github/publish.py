@@ -301,6 +301,18 @@ class PostTarget:
     expect_head_sha: str | None = None
 
 
+def poster_pr(given: int | None, from_run: int | None) -> int:
+    """The PR a comment file is posted on: --pr, else the run's own (event payload, CI);
+    never a number the file itself names (a run of PR code wrote it)."""
+    if given is not None and from_run is not None and given != from_run:
+        raise GateError(f"--pr {given} is not this run's PR #{from_run}: refusing to post")
+    number = given if given is not None else from_run
+    if number is None:
+        raise GateError("no pull request to post on: pass --pr (the comment file's own PR "
+                        "number is not taken: a run of the PR's code wrote it)")
+    return number
+
+
 def post_comment_file(
     settings: Settings,
     path: Path,
@@ -314,16 +326,18 @@ def post_comment_file(
     validated field by field, its PR number and marker id must be the workflow's own (`pr`,
     settings.marker_id), the PR's head must be the commit the triggering run measured
     (`expect_head_sha`), and the comment is rendered here from the verdict, results and hunks,
-    exactly as `gate publish` renders it."""
+    exactly as `gate publish` renders it.
+
+    The PR is the poster's own: `target.pr` (--pr), else the one its event or CI names
+    (settings.pr_number: the event payload, GATE_PR_NUMBER, BUILDKITE_PULL_REQUEST), never
+    the file's; the two must agree when both are known."""
     err = err or sys.stderr
     target = target or PostTarget()
-    pr, expect_head_sha = target.pr, target.expect_head_sha
+    expect_head_sha = target.expect_head_sha
     handover = load_comment_file(path)
-    number = pr if pr is not None else handover.pr
-    if number is None:
-        raise GateError(f"{path} names no pull request and --pr was not given")
-    if handover.pr is not None and pr is not None and handover.pr != pr:
-        raise GateError(f"{path} is for PR #{handover.pr}, not #{pr}")
+    number = poster_pr(target.pr, settings.pr_number)
+    if handover.pr is not None and handover.pr != number:
+        raise GateError(f"{path} is for PR #{handover.pr}, not #{number}: refusing to post")
     if handover.marker_id != settings.marker_id:
         raise GateError(
             f"{path} is for the comment {handover.marker_id!r}, not this workflow's "

@@ -106,7 +106,7 @@ def pytorch_v3(results: Results) -> list[dict]:
         "cpu_count": int(fp.host_cores), "mem_info": "", "avail_mem_in_gb": 0,
         "gpu_info": " + ".join(gpus), "gpu_count": len(fp.gpus), "gpu_mem_info": "",
         "avail_gpu_mem_in_gb": int(gpu_mib / 1024), "extra_info": {
-            "torch_threads": str(fp.torch_threads or ""), "hostname": fp.hostname}}
+            "torch_threads": str(fp.torch_threads or "")}}
     records = []
     for slot in slots(results) + ratio_slots(results, plan.thresholds):
         values = list(per_repeat(results, slot).values())

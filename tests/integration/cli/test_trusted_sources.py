@@ -4,9 +4,10 @@ round three, H1 and M3), as real subprocesses:
 - GATE_BUILTIN_PLANS_ONLY=true: every command that takes --plan refuses a plan file (its
   server section says what command the job runs) before anything starts, and a resumed A/B
   whose results name another server launch than its built-in plan's is refused;
-- GATE_CACHE_CALIBRATIONS=false: `gate compare` (and `gate ab`) read no calibration from the
-  cache folder, where an earlier job on a persistent runner could have planted one, and
-  `gate ab --calibrate`, which would write there, is refused.
+- GATE_CACHE_CALIBRATIONS=false: `gate compare` (and `gate ab`), `gate report` (the A/B's
+  look-by-look replay) and `gate baseline update` (the comparison with the stored baseline)
+  read no calibration from the cache folder, where an earlier job on a persistent runner
+  could have planted one, and `gate ab --calibrate`, which would write there, is refused.
 """
 
 from __future__ import annotations
@@ -128,3 +129,75 @@ def test_calibrating_into_an_unread_cache_folder_is_refused(tmp_path):
                            "--out", tmp_path / "out", env={"GATE_CACHE_CALIBRATIONS": "false"},
                            timeout=120)
     assert proc.returncode == 2 and "GATE_CACHE_CALIBRATIONS=false reads none" in proc.stderr
+
+
+def planted_broken_calibration(tmp_path: Path) -> Path:
+    """A cache folder whose noise/ holds a file the gate refuses to read (a broken file is an
+    error, never skipped): a command that reads the folder fails on it, one that does not
+    never notices it."""
+    cache = tmp_path / "cache"
+    (cache / "noise").mkdir(parents=True)
+    (cache / "noise" / "planted.yaml").write_text("schema_version: [not a calibration\n")
+    return cache
+
+
+@pytest.mark.parametrize("switch", [{}, {"GATE_CACHE_CALIBRATIONS": "false"}],
+                         ids=["default", "off"])
+def test_the_report_reads_the_cache_folders_calibrations_only_when_allowed(tmp_path, switch):
+    """M3 (round four): `gate report` replays an A/B's sequential test with the calibrations;
+    with GATE_CACHE_CALIBRATIONS=false, as gate compare, never the cache folder's."""
+    save_results(f.drain_results([233.0, 232.0]), tmp_path / "base.json")
+    save_results(f.drain_results([230.0, 231.0]), tmp_path / "head.json")
+    reviewed = tmp_path / "reviewed-noise"
+    reviewed.mkdir()
+    proc = gate_subprocess("compare", tmp_path / "head.json", "--against", tmp_path / "base.json",
+                           "--noise-dir", reviewed, "--out", tmp_path / "verdict.json",
+                           env={"GATE_CACHE_CALIBRATIONS": "false"}, timeout=120)
+    assert proc.returncode in (0, 1, 3), proc.stderr
+    assert json.loads((tmp_path / "verdict.json").read_text())["mode"] == "ab"
+    cache = planted_broken_calibration(tmp_path)
+    proc = gate_subprocess("report", "--verdict", tmp_path / "verdict.json",
+                           "--head", tmp_path / "head.json", "--base", tmp_path / "base.json",
+                           "--noise-dir", reviewed, "--out", tmp_path / "report.md",
+                           env={"GATE_CACHE_DIR": str(cache), **switch}, timeout=120)
+    if switch:
+        assert proc.returncode == 0, proc.stderr
+        assert (tmp_path / "report.md").is_file()
+    else:  # read, so its broken file stops the report
+        assert proc.returncode == 2 and "planted.yaml" in proc.stderr, proc.stderr
+
+
+def baseline_results(tmp_path: Path, name: str, rpms: list[float]) -> Path:
+    cells = []
+    for r, rpm in enumerate(rpms):
+        cells.append(f.cell("drain", "guided", 64, r, rpm=rpm))
+        cells += [f.cell("sweep", "guided", 8, r, tpot_p50=21.0),
+                  f.cell("sweep", "free", 8, r, tpot_p50=20.0)]
+    results = f.make_results(cells, plan=f.gpu_plan(levels=(8,), repeats=len(rpms)))
+    return f.results_folder(tmp_path / name, results)
+
+
+@pytest.mark.parametrize("switch", [{}, {"GATE_CACHE_CALIBRATIONS": "false"}],
+                         ids=["default", "off"])
+def test_a_baseline_update_reads_the_cache_folders_calibrations_only_when_allowed(tmp_path,
+                                                                                  switch):
+    """M3 (round four): the nightly's `gate baseline update` compares the night with the
+    stored baseline under the calibrations; with GATE_CACHE_CALIBRATIONS=false never the
+    cache folder's."""
+    store, reviewed = tmp_path / "baselines", tmp_path / "reviewed-noise"
+    reviewed.mkdir()
+    cache = planted_broken_calibration(tmp_path)
+    env = {"GATE_CACHE_DIR": str(cache), **switch}
+
+    def update(run: Path):
+        return gate_subprocess("baseline", "update", run, "--baselines-dir", store, "--branch",
+                               "main", "--commit", "a" * 40, "--noise-dir", reviewed, env=env,
+                               timeout=120)
+
+    first = update(baseline_results(tmp_path, "first", [230.0, 232.0, 231.0]))
+    assert first.returncode == 0, first.stderr  # no stored baseline yet: nothing compared
+    proc = update(baseline_results(tmp_path, "second", [231.0, 233.0, 232.0]))
+    if switch:
+        assert proc.returncode == 0, proc.stderr
+    else:  # compared with the stored one under the cache's calibrations: the broken file
+        assert proc.returncode == 2 and "planted.yaml" in proc.stderr, proc.stderr

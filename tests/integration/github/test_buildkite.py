@@ -1,17 +1,24 @@
 """The report as a Buildkite annotation (gate.github.buildkite, `gate buildkite annotate`),
-against a stand-in `buildkite-agent` on PATH that records what it was asked to annotate, and
-Buildkite's environment read by the settings (gate.core.settings)."""
+against a stand-in `buildkite-agent` on PATH that records what it was asked to annotate,
+Buildkite's environment read by the settings (gate.core.settings), and the shipped pipeline's
+comment command run as the agent runs it, against the fake GitHub server."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 from support import factories as f
-from support.cli import gate_subprocess
+from support.cli import gate_command, gate_env, gate_subprocess
+from support.fake_github import TOKEN
+from support.paths import REPO_ROOT
 
 from gate.core.errors import GateError
 from gate.core.settings import Settings
@@ -99,3 +106,51 @@ def test_the_settings_read_buildkites_environment(tmp_path, agent):
     assert Settings.from_env({"BUILDKITE_COMMIT": "b" * 40}).sha is None
     with pytest.raises(GateError, match="BUILDKITE_PULL_REQUEST"):
         Settings.from_env({"BUILDKITE": "true", "BUILDKITE_PULL_REQUEST": "abc"})
+
+
+# -- the comment step of buildkite/perf-gate.yml ------------------------------------------
+def uploaded(command: str, at_upload: dict[str, str]) -> str:
+    """A pipeline command as `buildkite-agent pipeline upload` leaves it: `$$` is a literal
+    `$` for the step's shell, `${NAME}`/`$NAME` the uploading step's value."""
+    out, i = [], 0
+    for m in re.finditer(r"\$\$|\$\{(\w+)\}|\$(\w+)", command):
+        out.append(command[i:m.start()])
+        out.append("$" if m.group(0) == "$$" else at_upload[m.group(1) or m.group(2)])
+        i = m.end()
+    return "".join(out) + command[i:]
+
+
+def comment_step_publish() -> str:
+    doc = yaml.safe_load((REPO_ROOT / "buildkite" / "perf-gate.yml").read_text())
+    (step,) = [s for s in doc["steps"] if s["key"] == "perf-gate-comment"]
+    (command,) = [c for c in step["commands"] if "publish --post-comment-file" in c]
+    command = uploaded(command, {"GATE_REF": "0" * 40})
+    return command.replace("/tmp/gate-venv/bin/gate", shlex.join(gate_command()))
+
+
+def run_comment_step(fake, tmp_path, head: str) -> subprocess.CompletedProcess:
+    env = gate_env({**buildkite_env(tmp_path, tmp_path / "log"), "GITHUB_TOKEN": TOKEN,
+                    "GITHUB_API_URL": fake.url, "BUILDKITE_REPO": "git@github.com:octo/vllm.git",
+                    "BUILDKITE_PULL_REQUEST": "12", "BUILDKITE_COMMIT": head})
+    return subprocess.run(["bash", "-c", comment_step_publish()], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_the_comment_step_posts_on_the_builds_pr_at_the_builds_commit(fake, tmp_path):
+    """N1: the measuring step ran the PR's code and wrote gate-comment.json; the step with
+    the token takes the PR and the commit from Buildkite (BUILDKITE_PULL_REQUEST,
+    BUILDKITE_COMMIT at run time), never the file's."""
+    head = "a" * 40
+    fake.pulls[12] = {"number": 12, "head": {"sha": head}}
+    fake.pulls[99] = {"number": 99, "head": {"sha": head}}
+    f.comment_file(tmp_path, pr=99)  # another PR's comment, as PR code can write it
+    proc = run_comment_step(fake, tmp_path, head)
+    assert proc.returncode == 2 and "is for PR #99, not #12" in proc.stderr, proc.stderr
+    assert not fake.comments
+    f.comment_file(tmp_path, pr=12)
+    proc = run_comment_step(fake, tmp_path, "b" * 40)  # the PR moved on since the build
+    assert proc.returncode == 2 and "not the measured commit" in proc.stderr, proc.stderr
+    assert not fake.comments
+    proc = run_comment_step(fake, tmp_path, head)
+    assert proc.returncode == 0, proc.stderr
+    assert list(fake.comments) == [12] and len(fake.comments[12]) == 1

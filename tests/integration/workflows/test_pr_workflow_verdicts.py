@@ -226,7 +226,10 @@ def run_rerun(tmp_path, fake, *, outcome: Outcome, finished: bool):
     # the plan's budget holds no further block: a resumed test stops before measuring
     plan = stand_in_plan(tmp_path, budget_minutes=0.5)
     zipped = earlier_artifact(tmp_path / "first", plan, outcome=outcome, finished=finished)
-    fake.add_run("gate-pr.yml", head, {"perf-gate-results": zipped})
+    # the PR workflow's run that measured `head`: its title (run-name) names the commit, its
+    # head_sha is the default branch's (pull_request_target)
+    fake.add_run("gate-pr.yml", f"perf-gate: PR #{PR} labeled at {head}",
+                 {"perf-gate-results": zipped})
     run = workflow_run(tmp_path, fake, "gate-rerun.yml", repo, plan,
                        event={"inputs": {"sha": head, "pr": str(PR)}},
                        inputs={"sha": head, "pr": str(PR), "plan": str(plan), "repeats": "",

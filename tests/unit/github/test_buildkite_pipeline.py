@@ -59,3 +59,25 @@ def test_the_comment_step_holds_the_token_and_runs_no_pr_code():
     assert "--require-hashes -r /tmp/gate-src/requirements/poster.txt" in script
     assert "gate publish --post-comment-file gate-comment.json" in script
     assert "pip install --quiet --no-deps --no-build-isolation /tmp/gate-src" in script
+    # the PR and the commit are the build's, read when the step runs ($$: not at upload),
+    # never the numbers in the file the PR's code wrote (N1)
+    (publish,) = [c for c in post["commands"] if "--post-comment-file" in c]
+    assert publish.endswith('--pr "$$BUILDKITE_PULL_REQUEST" '
+                            '--expect-head-sha "$$BUILDKITE_COMMIT"')
+
+
+def test_the_measuring_step_installs_the_gate_from_its_hash_lock():
+    """N5: as the GitHub GPU jobs: the gate's commit, every dependency from requirements/
+    gpu.txt with --require-hashes, no pip configuration or cache of the image, then the gate
+    alone; nothing resolved by name."""
+    script = steps()["perf-gate"]["commands"]
+    pip = "/tmp/gate-venv/bin/python -I -m pip install --quiet --isolated --no-cache-dir"
+    install = script[:5]
+    assert install == [
+        "git clone --quiet https://github.com/vllm-project/vllm-structured-output-gate "
+        "/tmp/gate-src",
+        "git -C /tmp/gate-src checkout --quiet --detach ${GATE_REF}",
+        "python3 -I -m venv /tmp/gate-venv",
+        f"{pip} --require-hashes -r /tmp/gate-src/requirements/gpu.txt",
+        f"{pip} --no-deps --no-build-isolation /tmp/gate-src"]
+    assert not any("git+" in c or "pip install" in c for c in script[5:])

@@ -2,11 +2,15 @@
 the oversubscription warning, the vLLM commit in a version string, and the model runner: pinned
 as vLLM reads the variable, replaced by the one the server log names."""
 
+import platform
+
 import pytest
+from support.factories import cell, make_results
 from support.trees import write
 
 from gate.core.errors import GateError
 from gate.plan.runner_pin import pinned_runner
+from gate.report.export import pytorch_v3
 from gate.runner.fingerprint import (
     CpuQuota,
     Fingerprint,
@@ -14,6 +18,7 @@ from gate.runner.fingerprint import (
     read_cpu_quota,
     runner_line,
     serving_torch_threads,
+    take_fingerprint,
     vllm_commit_from_version,
     warnings_for,
     with_served,
@@ -66,6 +71,16 @@ def test_hardware_key_from_the_one_nvidia_smi_reader():
     assert len(gpus) == 2 and gpus[0].memory_total_mib == 81920 and gpus[0].driver == "550.54.15"
     assert Fingerprint(gpus=gpus).hardware_key == "2x NVIDIA A100-SXM4-80GB"
     assert Fingerprint(cpu_model="AMD EPYC").hardware_key == "cpu: AMD EPYC"
+
+
+def test_the_hostname_is_not_recorded_in_results_that_go_into_public_artifacts():
+    """L10: nothing matches on it (baselines on the hardware key, calibrations on the runner
+    key), and the results are uploaded as public artifacts and exported to the HUD."""
+    fp = take_fingerprint(probe=False)
+    assert fp.hostname == "" and f'"{platform.node()}"' not in fp.model_dump_json()
+    records = pytorch_v3(make_results([cell("drain", "guided", 8)], fp=fp))
+    assert records and all("hostname" not in r["runners"][0]["extra_info"] for r in records)
+    assert Fingerprint.model_validate({"hostname": "gpu-07.internal"}).hostname  # old files
 
 
 def test_results_written_before_the_readers_merged_still_load():

@@ -10,6 +10,7 @@ import re
 import yaml
 from support.action_runner import parse_output_file
 from support.cli import gate_in_process
+from support.expressions import Evaluator
 from support.paths import REPO_ROOT
 
 
@@ -40,3 +41,15 @@ def test_verdict_error_command_writes_once_and_exits_4(tmp_path):
     proc = gate_in_process("verdict", "--error", "again", "--out", out)
     assert proc.returncode == 2 and "never replaces a verdict" in proc.stderr
     assert json.loads(out.read_text()) == written
+
+
+def test_the_results_artifact_is_kept_a_week_unless_the_workflow_says_otherwise():
+    """L10: on a public repository any signed-in user can download the results artifact; it
+    is kept 7 days by default (the rerun's continuation needs it only that long)."""
+    action = yaml.safe_load((REPO_ROOT / "action.yml").read_text())
+    (upload,) = [s for s in action["runs"]["steps"] if s.get("name") == "Upload the results"]
+    defaults = {name: spec.get("default", "") for name, spec in action["inputs"].items()}
+    kept = Evaluator({"inputs": defaults}).interpolate(str(upload["with"]["retention-days"]))
+    assert kept == "7"
+    given = {**defaults, "retention-days": "30"}
+    assert Evaluator({"inputs": given}).interpolate(upload["with"]["retention-days"]) == "30"

@@ -1,6 +1,7 @@
 """What the workflows and action.yml pin and permit, read from the files: third-party actions
-pinned by SHA, no persisted credentials, read-only defaults; and the lint script's zizmor
-persona (integration/test_workflows_lint.py runs the linters)."""
+pinned by SHA, no persisted credentials, read-only defaults; the lint script's zizmor persona
+(integration/test_workflows_lint.py runs the linters), and that each self-hosted job's zizmor
+ignore reason says what runs before its runner check."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 from support.paths import REPO_ROOT
-from support.workflows import WORKFLOWS
+from support.workflows import WORKFLOWS, is_checkout, self_hosted_jobs
 
 from gate.plan.cost import estimate
 from gate.plan.spec import load_plan
@@ -88,3 +89,56 @@ def test_the_pr_workflows_budget_holds_the_blocks_their_rounds_ask_for(name):
             assert blocks * block_min <= float(step["budget-minutes"]), (
                 f"{name}: {blocks} blocks of {plan_name} ({block_min:.1f} min each) do not fit "
                 f"budget-minutes {step['budget-minutes']}")
+
+
+# -- what a self-hosted job runs before its runner check ----------------------------------
+NUMBERS = {1: "one", 2: "two", 3: "three", 4: "four"}
+IGNORE = re.compile(r"runs-on: # zizmor: ignore\[self-hosted-runner\] (.*)")
+
+
+def before_the_runner_check(job: dict) -> list[dict]:
+    """The steps before the runner check: the action's step (its first step is the check
+    when `runner-marker` is set), or the trusted jobs' own check_runner.py step."""
+    for i, s in enumerate(job["steps"]):
+        if "check_runner.py" in str(s.get("run", "")) or (
+                s.get("uses") == "./.gate" and (s.get("with") or {}).get("runner-marker")):
+            return job["steps"][:i]
+    raise AssertionError("no runner check in a self-hosted job")
+
+
+def what_runs(steps: list[dict]) -> list[str]:
+    """Each step as the ignore reason must name it."""
+    said, checkouts = [], sum(1 for s in steps if is_checkout(s))
+    for s in steps:
+        if is_checkout(s):
+            continue
+        if s.get("name") == "Check that the gate is pinned to a commit":
+            said.append("the pin check")
+        elif s.get("name") == "Check the inputs":
+            said.append("the input check")
+        elif "git rev-parse HEAD" in str(s.get("run", "")):
+            said.append("the rev-parse of the checkout")
+        elif str(s.get("uses", "")).startswith("actions/download-artifact@"):
+            said.append(f"the download of this run's {s['with']['name']} artifact")
+        else:
+            raise AssertionError(f"a step the reason does not cover: {s.get('name')}")
+    if checkouts:
+        said.append(f"{NUMBERS[checkouts]} actions/checkout steps")
+    return said
+
+
+@pytest.mark.parametrize("path", [p for p in WORKFLOWS if "self-hosted-runner" in p.read_text()],
+                         ids=lambda p: p.name)
+def test_each_self_hosted_ignore_reason_says_what_runs_before_the_runner_check(path):
+    """Review round four: the reasons said the job "stops before installing or running
+    anything", while checkouts and an artifact download run before the check. Each reason
+    names every step before it (the number of checkouts included)."""
+    doc = yaml.safe_load(path.read_text())
+    reasons = IGNORE.findall(path.read_text())
+    jobs = self_hosted_jobs(doc)
+    assert len(reasons) == len(jobs)
+    for reason, job in zip(reasons, jobs.values(), strict=True):
+        assert "before installing or running anything" not in reason
+        for phrase in what_runs(before_the_runner_check(job)):
+            assert phrase in reason, (path.name, phrase)
+        assert "install nothing and run none of the checked-out code" in reason
