@@ -87,7 +87,7 @@ def _promotion(args, settings: Settings, results: Results):
     existing = bl.existing_for(args.baselines_dir, results) if args.baselines_dir.is_dir() \
         else None
     if existing is not None and not bl.mismatches(existing[1], results):
-        cache = settings.cache_dir if settings.cache_calibrations else None
+        cache = settings.calibration_cache()
         noise = noise_for(noise_dirs(args.noise_dir, cache), results.plan.name,
                           results.plan_hash, results.fingerprint)
         comparison = compare_results(results, BaselineReference(existing[1], str(existing[0])),

@@ -63,7 +63,7 @@ def handle(args, settings: Settings) -> int:
             path = Path(args.baseline)
             baseline = bl.load_baseline(path)
         reference = BaselineReference(baseline, str(path))
-    cache = settings.cache_dir if settings.cache_calibrations else None
+    cache = settings.calibration_cache()
     noise = noise_for(noise_dirs(args.noise_dir, cache), head.plan.name, head.plan_hash,
                       head.fingerprint)
     verdict = compare_results(head, reference, thresholds, noise=noise,

@@ -105,6 +105,12 @@ def add_parser(sub) -> None:
                    "checked)")
     k.set_defaults(handler=handle_acknowledge)
 
+    lm = hs.add_parser("link-merges", help="after merge: each acknowledged PR head that GitHub "
+                       "says merged into the default branch marks the commit it became")
+    lm.add_argument("--db", type=Path, required=True, help=DB_HELP)
+    lm.add_argument("--default-branch", default="main")
+    lm.set_defaults(handler=handle_link_merges)
+
     ls = hs.add_parser("acknowledgements", help="every acknowledgement kept")
     ls.add_argument("--db", type=Path, required=True, help=DB_HELP)
     ls.add_argument("--pr", type=int)
@@ -146,10 +152,14 @@ def handle_add(args, settings: Settings) -> int:
         return EXIT_PASS
     print(f"gate history: recorded {commit[:12]} ({added.entries} checks, plan "
           f"{results.plan.name}) in {args.db}")
-    for a in added.linked:
-        print(f"gate history: PR #{a.pr}'s acknowledgement of {a.check} ({a.login}: {a.reason}) "
-              f"now marks {commit[:12]}")
+    say_linked(added.linked)
     return EXIT_PASS
+
+
+def say_linked(acks) -> None:
+    for a in acks:
+        print(f"gate history: PR #{a.pr}'s acknowledgement of {a.check} ({a.login}: {a.reason}) "
+              f"now marks {str(a.merged_commit)[:12]}")
 
 
 def handle_show(args, settings: Settings) -> int:
@@ -282,6 +292,18 @@ def handle_acknowledge(args, settings: Settings) -> int:
         kept = flow.acknowledge(store, client, req)
     print(f"gate history: {kept.check} of PR #{kept.pr} at {kept.head_sha[:12]} acknowledged "
           f"by {kept.login} ({kept.permission}): {kept.reason}")
+    return EXIT_PASS
+
+
+def handle_link_merges(args, settings: Settings) -> int:
+    client = _client(settings)
+    with opened(args.db) as store:
+        done = flow.link_merges(store, client, default_branch=args.default_branch)
+    say_linked(done.linked)
+    for note in done.notes:
+        print(f"gate history: {note}")
+    if not done.linked and not done.notes:
+        print("gate history: no acknowledgement waits for its merge")
     return EXIT_PASS
 
 

@@ -5,9 +5,11 @@ comment-poster workflow's posting of a comment file."""
 from __future__ import annotations
 
 import argparse
+import sys
 from functools import partial
 from pathlib import Path
 
+from gate.cli.common import nights_on_main, replayed_looks
 from gate.core.errors import GateError
 from gate.core.settings import Settings, check_marker_id
 from gate.evidence.hunks import load_hunks
@@ -22,8 +24,8 @@ from gate.github.publish import (
     post_comment_file,
     publish,
 )
-from gate.judge.verdict import load_verdict
-from gate.measure.results import load_results
+from gate.judge.verdict import Verdict, load_verdict
+from gate.measure.results import Results, load_results
 
 
 def add_parser(sub) -> None:
@@ -64,6 +66,13 @@ def add_parser(sub) -> None:
                    "comment-poster workflow)")
     p.add_argument("--expect-head-sha",
                    help="with --post-comment-file: refuse unless the PR's head commit is this one")
+    p.add_argument("--history", type=Path, metavar="FILE",
+                   help="the default branch's history file (gate history): each check's nights "
+                   "in the comment; with --post-comment-file, the acknowledgements of the "
+                   "measured head, checked against the file's and applied")
+    p.add_argument("--noise-dir", type=Path, action="append",
+                   help="A/B: the calibrations its sequential test used (as gate compare's), "
+                   "to show the test look by look; default ./baselines/noise and the cache's")
     p.add_argument("--bisect-result", type=Path, metavar="FILE",
                    help="render the report of a bisect.json (gate bisect) and post it as a new "
                    "comment on --issue (the bisect workflow's report job)")
@@ -94,7 +103,7 @@ def settings_from_args(args: argparse.Namespace, settings: Settings) -> Settings
     return settings.model_copy(update=changes)
 
 
-def single_run(args: argparse.Namespace) -> CommentRun:
+def single_run(args: argparse.Namespace, settings: Settings) -> CommentRun:
     if args.base and not args.head:
         raise GateError("--base needs --head")
     profile_diff, evidence = None, None
@@ -103,13 +112,27 @@ def single_run(args: argparse.Namespace) -> CommentRun:
         from gate.flows.diff_artifacts import load_written
 
         profile_diff, evidence = load_written(args.profile_diff)
-    return CommentRun(
-        verdict=load_verdict(args.verdict),
-        head=load_results(args.head) if args.head else None,
-        base=load_results(args.base) if args.base else None,
-        hunks=load_hunks(args.hunks) if args.hunks else None,
-        profile_diff=profile_diff, evidence=evidence,
-    )
+    verdict = load_verdict(args.verdict)
+    head = load_results(args.head) if args.head else None
+    base = load_results(args.base) if args.base else None
+    return CommentRun(verdict=verdict, head=head, base=base,
+                      hunks=load_hunks(args.hunks) if args.hunks else None,
+                      profile_diff=profile_diff, evidence=evidence,
+                      **pictures(args, settings, verdict, head, base))
+
+
+def pictures(args: argparse.Namespace, settings: Settings, verdict: Verdict,
+             head: Results | None, base: Results | None) -> dict:
+    """The comment's nights on the default branch and the test look by look. Pictures only: one
+    that cannot be drawn is left out with a warning, and the verdict is published anyway."""
+    try:
+        return {"history": nights_on_main(args.history, head) if args.history and head else None,
+                "trajectories": replayed_looks(verdict, head, base, noise_dir=args.noise_dir,
+                                               cache_dir=settings.calibration_cache())}
+    except GateError as exc:
+        print(f"gate publish: the comment goes without its history and looks: {exc}",
+              file=sys.stderr)
+        return {}
 
 
 def read_report(path: Path | None) -> str | None:
@@ -133,7 +156,8 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
         return post_bisect_report(settings, args.bisect_result, args.issue,
                                   client_factory=factory)
     if args.post_comment_file is not None:
-        target = PostTarget(pr=args.pr, expect_head_sha=args.expect_head_sha)
+        target = PostTarget(pr=args.pr, expect_head_sha=args.expect_head_sha,
+                            history=args.history)
         return post_comment_file(settings.model_copy(update={"pr_number": run_pr}),
                                  args.post_comment_file, target=target,
                                  bot_login=args.bot_login, client_factory=factory)
@@ -144,7 +168,7 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
         runs = backends.backend_runs(args.backends,
                                      load_hunks(args.hunks) if args.hunks else None)
     else:
-        runs = combine(args.combine, args.label) if args.combine else [single_run(args)]
+        runs = combine(args.combine, args.label) if args.combine else [single_run(args, settings)]
     outputs = {"verdict-path": str(args.verdict or ""), "report-path": str(args.report or "")}
     options = PublishOptions(read_report(args.report), args.bot_login, outputs)
     return publish(settings, runs, options, client_factory=factory)

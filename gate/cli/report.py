@@ -7,6 +7,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from gate.cli.common import nights_on_main, replayed_looks
 from gate.core.errors import GateError
 from gate.core.files import write_atomic
 from gate.core.settings import Settings
@@ -83,35 +84,12 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
         hunks=load_hunks(args.hunks) if args.hunks else None,
         title=args.title, max_chars=args.max_chars, chart_series=series,
         chart_name=args.chart.name if args.chart and head is not None else None, chart_note=note,
-        history=_history(args.history, head) if args.history and head is not None else None,
-        trajectories=_looks(args, settings, verdict=verdict, head=head, base=base),
+        history=nights_on_main(args.history, head) if args.history and head is not None
+        else None,
+        trajectories=replayed_looks(verdict, head, base, noise_dir=args.noise_dir,
+                                    cache_dir=settings.calibration_cache()),
     )
     return emit(args, render_report(ri), note)
-
-
-def _history(path: Path, head) -> dict[str, list[float]]:
-    from gate.history.store import opened
-    from gate.judge.noise import runner_key
-
-    with opened(path) as store:
-        return store.recent(head.plan.name, runner_key(head.fingerprint))
-
-
-def _looks(args, settings: Settings, *, verdict, head, base):
-    """The A/B's sequential test look by look, replayed as gate compare judged it."""
-    if verdict.mode != "ab" or head is None or base is None:
-        return None
-    from gate.judge.noise import noise_dirs, noise_for
-    from gate.judge.trajectory import trajectories
-    from gate.plan.thresholds import Thresholds
-
-    applied = {k: "null" if v is None else str(v) for k, v in (verdict.thresholds or {}).items()
-               if k in Thresholds.model_fields}
-    thresholds = head.plan.thresholds.with_overrides(applied)
-    cache = settings.cache_dir if settings.cache_calibrations else None
-    noise = noise_for(noise_dirs(args.noise_dir, cache), head.plan.name,
-                      head.plan_hash, head.fingerprint)
-    return trajectories(head, base, thresholds, noise)
 
 
 def per_backend(args: argparse.Namespace) -> int:

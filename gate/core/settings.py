@@ -79,6 +79,11 @@ class Settings(BaseModel):
     base_branch: str | None = Field(
         None, description="BUILDKITE_PULL_REQUEST_BASE_BRANCH: the branch a PR merges into")
 
+    def calibration_cache(self) -> Path | None:
+        """The cache folder whose noise/ calibrations are read beside --noise-dir; None when
+        GATE_CACHE_CALIBRATIONS=false (the shipped GPU workflows: only trusted jobs write it)."""
+        return self.cache_dir if self.cache_calibrations else None
+
     @property
     def run_url(self) -> str | None:
         if self.build_url:

@@ -82,6 +82,47 @@ def acknowledged_verdict(verdict: Verdict, store: HistoryStore, pr: int, head_sh
     ], head_sha)
 
 
+@dataclass(frozen=True)
+class Merges:
+    linked: list[Acknowledgement]  # acknowledgements now marking the commit their PR became
+    notes: list[str]  # why each other acknowledged head is not linked (yet)
+
+
+def link_merges(store: HistoryStore, client: GitHubClient, *, default_branch: str) -> Merges:
+    """After merge, a PR's acknowledgements move to the history. For each acknowledged head not
+    yet linked, GitHub says whether its PR merged: into the default branch, with that very head,
+    it is linked to the commit the PR became there (`merge_commit_sha`: the merge, the squash or
+    the last rebased commit), which a change point's range can then hold. A PR merged with
+    another head (pushed after the acknowledgement) is not: the acknowledgement was of other
+    code. One request per acknowledged head, asked again each night until it merges."""
+    linked, notes = [], []
+    for pr, head in store.unmerged(repository=client.repository):
+        pull = client.pull_request(pr)
+        why = not_merged(pull, head, default_branch)
+        if why:
+            notes.append(f"PR #{pr} at {head[:12]}: {why}")
+            continue
+        linked += store.link_merge(pr, head, str(pull["merge_commit_sha"]),
+                                   repository=client.repository)
+    return Merges(linked, notes)
+
+
+def not_merged(pull: dict, head: str, default_branch: str) -> str:
+    """Why `pull` (GitHub's PR) did not merge `head` into the default branch, or ''."""
+    if not pull.get("merged_at"):
+        return "not merged"
+    base = (pull.get("base") or {}).get("ref")
+    if base != default_branch:
+        return f"merged into {base}, not {default_branch}"
+    merged_head = (pull.get("head") or {}).get("sha")
+    if merged_head != head:
+        return (f"merged at {str(merged_head)[:12]}, not at the acknowledged head: a new push "
+                "needs a new acknowledgement")
+    if not SHA.fullmatch(str(pull.get("merge_commit_sha"))):
+        return "GitHub names no merge commit"
+    return ""
+
+
 def git_ancestry(repo: Path) -> Ancestry:
     """is_ancestor(a, b) with git: whether commit a is in b's history."""
     def is_ancestor(a: str, b: str) -> bool:

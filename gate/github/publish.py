@@ -41,7 +41,14 @@ from gate.github.client import (
     GitHubWriteUnknown,
     RetryPolicy,
 )
-from gate.github.comment_file import CommentFile, CommentRun, load_comment_file, slim, worst_verdict
+from gate.github.comment_file import (
+    CommentFile,
+    CommentRun,
+    load_comment_file,
+    slim,
+    with_acknowledgements,
+    worst_verdict,
+)
 from gate.github.workflow_commands import (
     escape_data,
     format_command,
@@ -299,6 +306,7 @@ class PostTarget:
 
     pr: int | None = None
     expect_head_sha: str | None = None
+    history: Path | None = None  # its own copy of the history: the acknowledgements it applies
 
 
 def poster_pr(given: int | None, from_run: int | None) -> int:
@@ -325,8 +333,9 @@ def post_comment_file(
     """The comment-poster workflow's half. The file came from a run of PR code: it is
     validated field by field, its PR number and marker id must be the workflow's own (`pr`,
     settings.marker_id), the PR's head must be the commit the triggering run measured
-    (`expect_head_sha`), and the comment is rendered here from the verdict, results and hunks,
-    exactly as `gate publish` renders it.
+    (`expect_head_sha`), an acknowledgement the verdict claims must be in the poster's own
+    history (`target.history`, whose acknowledgements of that head it applies), and the comment
+    is rendered here from the verdict, results and hunks, exactly as `gate publish` renders it.
 
     The PR is the poster's own: `target.pr` (--pr), else the one its event or CI names
     (settings.pr_number: the event payload, GATE_PR_NUMBER, BUILDKITE_PULL_REQUEST), never
@@ -353,6 +362,8 @@ def post_comment_file(
                 f"PR #{number}'s head is {head}, not the measured commit {expect_head_sha}: "
                 "refusing to post"
             )
+    handover = with_acknowledgements(handover, target.history, pr=number,
+                                     head_sha=expect_head_sha, repository=settings.repository or "")
     body = render_comment([r.run_input() for r in handover.runs], settings.marker_id)
     identity = identify(client, bot_login)
     posted = post_sticky(client, number, body=body, marker_id=settings.marker_id,

@@ -25,8 +25,8 @@ from gate.core.errors import GateError
 from gate.history.model import Acknowledgement, Point, Series
 from gate.history.schema import migrate, transaction
 from gate.judge.checks import judged, per_repeat, ratio_slots, slots
-from gate.judge.noise import runner_key
 from gate.measure.results import Results
+from gate.runner.fingerprint import Fingerprint
 
 SOURCES = ("nightly", "post-merge", "manual")
 
@@ -51,10 +51,19 @@ class Added:
     linked: list[Acknowledgement]  # acknowledgements this merge carried to the history
 
 
+def runner_class(fp: Fingerprint) -> str:
+    """The runner class of a run (judge.noise.runner_key), imported on use: judge.noise needs
+    numpy, and the poster reads this file's acknowledgements with a hash-pinned install that
+    has none (requirements/poster.txt)."""
+    from gate.judge.noise import runner_key as key
+
+    return key(fp)
+
+
 def fingerprint_summary(results: Results) -> dict[str, Any]:
     fp = results.fingerprint
     return {
-        "hardware_key": fp.hardware_key, "runner_class": runner_key(fp),
+        "hardware_key": fp.hardware_key, "runner_class": runner_class(fp),
         "cpu_model": fp.cpu_model, "host_cores": fp.host_cores,
         "affinity_cpus": fp.affinity_cpus, "quota_cpus": fp.cpu_quota.quota_cpus,
         "torch_threads": fp.torch_threads, "gpus": sorted(g.name for g in fp.gpus),
@@ -109,7 +118,7 @@ class HistoryStore:
         entries = entries_of(results)
         if not entries:
             raise GateError("the results hold no figures to record (no drain and no sweep cells)")
-        runner = runner_key(results.fingerprint)
+        runner = runner_class(results.fingerprint)
         held = self.conn.execute(
             "SELECT id FROM runs WHERE commit_sha = ? AND plan = ? AND runner_class = ?",
             (meta.commit, results.plan.name, runner)).fetchone()
@@ -136,14 +145,31 @@ class HistoryStore:
                 "n, sd_log, repeats) VALUES (:run_id, :check_name, :label, :unit, :direction, "
                 ":judged, :value, :n, :sd_log, :repeats)",
                 [{**e, "run_id": run_id} for e in entries])
-            linked = self._link_merge(meta) if meta.pr is not None and meta.pr_head else []
+            linked = (self._link(meta.pr, meta.pr_head, meta.commit)
+                      if meta.pr is not None and meta.pr_head else [])
         return Added(run_id, len(entries), linked)
 
-    def _link_merge(self, meta: RunMeta) -> list[Acknowledgement]:
+    def link_merge(self, pr: int, head_sha: str, commit: str, *, repository: str
+                   ) -> list[Acknowledgement]:
+        """PR `pr` merged at `head_sha` and became `commit` on the default branch: its
+        acknowledgements of that head now mark that commit (detection, baseline update)."""
+        with transaction(self.conn):
+            return self._link(pr, head_sha, commit, repository=repository)
+
+    def _link(self, pr: int, head_sha: str, commit: str, *, repository: str | None = None
+              ) -> list[Acknowledgement]:
         self.conn.execute(
             "UPDATE acknowledgements SET merged_commit = ? WHERE pr = ? AND head_sha = ? "
-            "AND merged_commit IS NULL", (meta.commit, meta.pr, meta.pr_head))
-        return [a for a in self.acknowledgements(pr=meta.pr) if a.merged_commit == meta.commit]
+            "AND merged_commit IS NULL AND repository = COALESCE(?, repository) COLLATE NOCASE",
+            (commit, pr, head_sha, repository))
+        return [a for a in self.acknowledgements(pr=pr) if a.merged_commit == commit]
+
+    def unmerged(self, *, repository: str) -> list[tuple[int, str]]:
+        """(PR, head) of every acknowledgement of `repository` not yet linked to a merge."""
+        rows = self.conn.execute(
+            "SELECT DISTINCT pr, head_sha FROM acknowledgements WHERE merged_commit IS NULL "
+            "AND repository = ? COLLATE NOCASE ORDER BY pr, head_sha", (repository,)).fetchall()
+        return [(int(pr), str(sha)) for pr, sha in rows]
 
     def acknowledge(self, ack: Acknowledgement) -> Acknowledgement:
         """Keep an acknowledgement; the same check of the same head twice is refused."""

@@ -28,31 +28,46 @@ class Acknowledgement:
     at: str = ""
 
 
+def mark(a: Acknowledgement) -> Acknowledged:
+    """What an acknowledged check carries in the verdict: who, why (one line), which head."""
+    return Acknowledged(login=a.login, reason=one_line(a.reason, 300), head_sha=a.head_sha,
+                        at=a.at)
+
+
+def unheld(verdict: Verdict, acks: list[Acknowledgement], head_sha: str) -> list[str]:
+    """The checks whose acknowledgement no kept one of `head_sha` matches. A verdict written
+    by a job that ran the code under test may claim an acknowledgement nobody gave."""
+    here = [a for a in acks if a.head_sha == head_sha]
+    return [c.name for c in verdict.checks if c.acknowledged is not None
+            and not any(a.check == c.name and mark(a) == c.acknowledged for a in here)]
+
+
 def apply_acknowledgements(verdict: Verdict, acks: list[Acknowledgement], head_sha: str
                            ) -> Verdict:
-    """`verdict` with the acknowledgements of `head_sha` applied to its failing checks."""
+    """`verdict` with the acknowledgements of `head_sha` applied to its failing checks. Applying
+    them again changes nothing: the measuring job applies them and the poster again, with the
+    acknowledgements given since."""
     here = {a.check: a for a in acks if a.head_sha == head_sha}
     stale = sorted({(a.check, a.head_sha) for a in acks if a.head_sha != head_sha})
     names = {c.name for c in verdict.checks}
     checks, notes, used = [], list(verdict.notes), []
     for c in verdict.checks:
         a = here.get(c.name)
-        if a is not None and c.outcome == Outcome.FAIL:
-            c = c.model_copy(update={"acknowledged": Acknowledged(
-                login=a.login, reason=one_line(a.reason, 300), head_sha=a.head_sha, at=a.at)})
+        if a is not None and c.outcome == Outcome.FAIL and c.acknowledged is None:
+            c = c.model_copy(update={"acknowledged": mark(a)})
             used.append(c)
         checks.append(c)
-    for check, sha in stale:
-        if check in names and check not in here:
-            notes.append(f"{check} was acknowledged at {sha[:12]}, not at this head "
-                         f"{head_sha[:12]}: a new push needs a new acknowledgement")
-    for a in here.values():
-        if a.check not in {c.name for c in used}:
-            notes.append(f"{a.check}: acknowledged by {a.login}, but it did not fail here")
+    new = [f"{check} was acknowledged at {sha[:12]}, not at this head {head_sha[:12]}: a new "
+           "push needs a new acknowledgement" for check, sha in stale
+           if check in names and check not in here]
+    acked = {c.name for c in checks if c.acknowledged}
+    new += [f"{a.check}: acknowledged by {a.login}, but it did not fail here"
+            for a in here.values() if a.check not in acked]
+    new += [f"{c.label}: slowdown acknowledged by {c.acknowledged.login}: "
+            f"{c.acknowledged.reason}" for c in used if c.acknowledged]
+    notes += [n for n in new if n not in notes]
     if not used:
         return verdict.model_copy(update={"notes": notes})
-    notes += [f"{c.label}: slowdown acknowledged by {c.acknowledged.login}: "
-              f"{c.acknowledged.reason}" for c in used if c.acknowledged]
     outcome = verdict.outcome
     if not verdict.errors and outcome == Outcome.FAIL:
         outcome = worst([c.outcome for c in checks if c.acknowledged is None])

@@ -10,54 +10,14 @@ against the check's threshold: what the test compares, in the units a person rea
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from gate.judge import sequential as seq
 from gate.judge.checks import HIGHER, judged, per_repeat, ratio_slots, slots
 from gate.judge.compare import ab_design
+from gate.judge.looks import Look, Trajectory
 from gate.judge.noise import Noise
 from gate.judge.verdict import Outcome
 from gate.measure.results import Results
 from gate.plan.thresholds import Thresholds
-
-
-@dataclass(frozen=True, kw_only=True)
-class Look:
-    round: int
-    delta_pct: float
-    low_pct: float | None  # the interval's ends; None: no spread yet (the first block)
-    high_pct: float | None
-    outcome: Outcome
-    gross: bool = False  # decided by the first block's look for gross effects
-
-
-@dataclass(frozen=True, kw_only=True)
-class Trajectory:
-    check: str
-    label: str
-    looks: list[Look]
-    threshold_pct: float  # the change at which the check fails, signed (-10: a 10% drop)
-    max_rounds: int
-
-    @property
-    def why(self) -> str:
-        """Why the test stopped at its last look, in one sentence."""
-        last = self.looks[-1]
-        seen = f"{last.delta_pct:+.1f}%" + (
-            f" ({last.low_pct:+.1f}% to {last.high_pct:+.1f}%)"
-            if last.low_pct is not None and last.high_pct is not None else "")
-        limit = f"threshold {self.threshold_pct:+g}%"
-        if last.outcome == Outcome.FAIL and last.gross:
-            return (f"failed at round {last.round}: a gross effect, every round of the first "
-                    f"block far past the {limit}")
-        if last.outcome == Outcome.FAIL:
-            return f"failed at round {last.round}: {seen}, past the {limit}"
-        if last.outcome == Outcome.PASS:
-            return f"passed at round {last.round}: {seen}, within the {limit}"
-        if last.round >= self.max_rounds:
-            return (f"undecided after {last.round} rounds, the most the design allows: {seen}, "
-                    f"{limit}")
-        return f"undecided after {last.round} of at most {self.max_rounds} rounds: {seen}, {limit}"
 
 
 def look_rounds(rounds: int, design: seq.Design) -> list[int]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from markupsafe import Markup
 
@@ -22,14 +21,12 @@ from gate import __version__
 from gate.core.settings import check_marker_id
 from gate.evidence.attribution import Evidence
 from gate.evidence.hunks import HunkSet
+from gate.judge.looks import Trajectory
 from gate.judge.verdict import Outcome, Verdict
 from gate.measure.results import Results
 from gate.profile.diff_file import ProfileDiff
 from gate.report.fit import Document, Frame, fit
 from gate.report.view import DEFAULT_TITLE, RunInput, run_view
-
-if TYPE_CHECKING:  # the sequential test needs numpy, which the token jobs' lock leaves out
-    from gate.judge.trajectory import Trajectory
 
 GITHUB_COMMENT_LIMIT = 65_536
 MARKER_PREFIX = "vllm-structured-output-gate"

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from statistics import median
-from typing import TYPE_CHECKING
 
 from markupsafe import Markup
 
@@ -19,6 +18,7 @@ from gate.core.text import one_line
 from gate.evidence.attribution import Evidence, apply_evidence
 from gate.evidence.hunks import Hunk, HunkSet
 from gate.evidence.wait import WaitRow, wait_rows
+from gate.judge.looks import Trajectory
 from gate.judge.verdict import Check, Outcome, ReportedFigure, Verdict
 from gate.measure.output_shape import guided_output_shape
 from gate.measure.results import Results
@@ -27,9 +27,6 @@ from gate.report.chart import mermaid_chart
 from gate.report.pictures import interval_bar, mermaid_looks, sparkline
 from gate.report.where_time import render_where_time
 from gate.runner.fingerprint import Fingerprint, runner_line, warnings_for
-
-if TYPE_CHECKING:  # the sequential test needs numpy, which the token jobs' lock leaves out
-    from gate.judge.trajectory import Trajectory
 
 DASH = Markup("–")
 MAX_LIST_ITEMS = 20

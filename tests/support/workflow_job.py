@@ -3,8 +3,9 @@ evaluated (support/expressions.py) with the job's status so far, `run:` steps in
 the workflow's, job's and step's `env:`, `uses: ./.gate` through the composite action itself
 (support/action_runner.py) with the step's `with:` resolved, and the actions GitHub provides
 played by the test: checkout (a callback that fills the folder, as the test's repository
-wants), setup-python (nothing: this interpreter), upload/download-artifact (a folder per
-artifact name, shared by the jobs of one run). A step may be skipped by name, and its outputs
+wants, or fails the step where it has no such ref), setup-python (nothing: this
+interpreter), upload/download-artifact (a folder per artifact name, shared by the jobs of one
+run). A step may be skipped by name, and its outputs
 given instead (the token jobs' hash-pinned install of the gate: the gate is on PATH here).
 
 Used by the workflow tests against the local GitHub server and by the CPU twin of the PR
@@ -23,7 +24,9 @@ from support.action_runner import Runner, parse_output_file
 from support.expressions import EXPR, Evaluator, evaluate_if
 from support.fake_github import TOKEN
 
-Checkout = Callable[[Path, dict[str, str]], None]  # (folder, the step's with:)
+# (folder, the step's with:); False: the repository has no such ref, and the step fails as
+# actions/checkout does
+Checkout = Callable[[Path, dict[str, str]], bool | None]
 
 
 @dataclass
@@ -122,7 +125,8 @@ class Run:
             target = workspace / with_.get("path", ".")
             target.mkdir(parents=True, exist_ok=True)
             assert self.checkout is not None, f"{name}: the test gives no checkout"
-            self.checkout(target, with_)
+            if self.checkout(target, with_) is False:
+                return Step(name, sid, "uses", "failure", stderr=f"no ref {with_.get('ref')}")
             return Step(name, sid, "uses")
         if uses.startswith("actions/setup-python@"):
             return Step(name, sid, "uses")

@@ -13,6 +13,7 @@ from gate.flows.history import (
     acknowledge,
     acknowledged_verdict,
     git_ancestry,
+    link_merges,
     record_run,
 )
 from gate.github.client import GitHubClient
@@ -95,3 +96,33 @@ def test_git_ancestry_places_a_merge_between_two_nights(tmp_path):
     is_ancestor = git_ancestry(repo)
     assert is_ancestor(merge, second) and not is_ancestor(merge, first)
     assert not is_ancestor("f" * 40, second)  # unknown commit: not an ancestor
+
+
+MERGED = "d" * 40
+
+
+def merged_pull(head=HEAD, base="main", merged=True):
+    return {"number": 12, "head": {"sha": head}, "base": {"ref": base}, "state": "closed",
+            "merged_at": "2026-01-03T00:00:00Z" if merged else None,
+            "merge_commit_sha": MERGED if merged else None}
+
+
+@pytest.mark.parametrize(("pull", "linked", "words"), [
+    (merged_pull(), True, ""),
+    (merged_pull(merged=False), False, "not merged"),
+    (merged_pull(head=OLD), False, "not at the acknowledged head"),
+    (merged_pull(base="release"), False, "merged into release, not main"),
+])
+def test_a_merged_acknowledged_head_marks_the_commit_it_became(tmp_path, fake, gh, pull, linked,
+                                                               words):
+    with opened(tmp_path / "h.sqlite", create=True) as store:
+        acknowledge(store, gh, request())
+        fake.pulls[12] = pull
+        done = link_merges(store, gh, default_branch="main")
+        (kept,) = store.acknowledgements()
+        assert (kept.merged_commit == MERGED) is linked
+        assert [a.merged_commit for a in done.linked] == ([MERGED] if linked else [])
+        assert all(words in n for n in done.notes) and bool(done.notes) is not linked
+        again = link_merges(store, gh, default_branch="main")  # once linked, not asked again
+        assert again.linked == [] and (again.notes == []) is linked
+    assert len(fake.requests_to("GET", "/pulls/12")) == 2 + (not linked)  # acknowledge asked once

@@ -7,9 +7,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from support.action_runner import PR_EVENT, Runner, ab_inputs, runner_env, stored
+from support.factories import drain_results
 from support.fake_github import TOKEN
 from support.gitrepo import commit, git
+
+from gate.history.model import Acknowledgement
+from gate.history.store import RunMeta, opened
 
 
 def test_regression_on_a_pull_request_comments_annotates_and_fails(tmp_path, fake, workspace):
@@ -17,7 +22,7 @@ def test_regression_on_a_pull_request_comments_annotates_and_fails(tmp_path, fak
     result = Runner(workspace, ab_inputs(tmp_path, "regressed"), env).run()
 
     kinds = [(s.name, s.kind) for s in result.steps]
-    assert [k for _, k in kinds] == ["run"] * 10 + ["uses", "run"], kinds
+    assert [k for _, k in kinds] == ["run"] * 11 + ["uses", "run"], kinds
     for step in result.steps[:8]:
         assert step.returncode == 0, f"{step.name}: {step.stdout}\n{step.stderr}"
     final = result.steps[-1]
@@ -149,3 +154,74 @@ def test_a_huge_diff_gives_a_comment_within_the_limit_never_cut(tmp_path, fake, 
     assert "report trimmed" not in body
     report = (workspace / "gate-out" / "report.md").read_text()
     assert len(report) <= 65_536 and "were left out" in report
+
+
+NIGHTS = [233.0, 231.0, 234.0, 232.0, 233.5, 232.5]
+
+
+def default_branch_history(tmp_path: Path, ack_head: str | None) -> Path:
+    """Six nights of the stored runs' plan on their runner class, and a maintainer's
+    acknowledgement of the drain check for PR 7 at `ack_head`."""
+    path = tmp_path / "perf-gate-data" / "history.sqlite"
+    with opened(path, create=True) as store:
+        for i, rpm in enumerate(NIGHTS):
+            store.add_run(drain_results([rpm, rpm, rpm]), RunMeta(
+                commit=f"{i + 1:040x}", branch="main", commit_time=f"2026-01-0{i + 1}T03:00:00Z"))
+        if ack_head:
+            store.acknowledge(Acknowledgement(
+                repository="octo/vllm", pr=7, head_sha=ack_head, check="drain.req_per_min",
+                reason="pinned memory for correctness", login="maintainer", permission="write",
+                created_at="2026-01-07T00:00:00+00:00"))
+    return path
+
+
+@pytest.mark.parametrize("acknowledged", [True, False], ids=["this-head", "another-head"])
+def test_the_acknowledgement_of_this_head_turns_the_check_neutral(tmp_path, fake, workspace,
+                                                                  acknowledged):
+    head = git(workspace, "rev-parse", "HEAD")
+    history = default_branch_history(tmp_path, head if acknowledged else "f" * 40)
+    env = runner_env(tmp_path, fake, "pull_request", PR_EVENT)
+    inputs = ab_inputs(tmp_path, "regressed", history=str(history), pr="7")
+    result = Runner(workspace, inputs, env).run()
+    assert result.step("history").returncode == 0, result.step("history").stderr
+    body = fake.comments[7][0]["body"]
+    verdict = json.loads((workspace / "gate-out" / "verdict.json").read_text())
+    drain = next(c for c in verdict["checks"] if c["name"] == "drain.req_per_min")
+    if acknowledged:
+        assert result.outputs["verdict"] == "pass" and result.steps[-1].returncode == 0
+        assert drain["acknowledged"]["login"] == "maintainer"
+        assert "➖ neutral: acknowledged fail" in body
+    else:
+        assert result.outputs["verdict"] == "fail" and result.steps[-1].returncode == 1
+        assert drain["acknowledged"] is None and "neutral" not in body
+        assert any("not at this head" in n for n in verdict["notes"])
+    assert "Main, nightly" in body  # the check's nights on the default branch, as a sparkline
+
+
+def test_the_comment_file_carries_the_nights_on_the_default_branch(tmp_path, fake, workspace):
+    history = default_branch_history(tmp_path, None)
+    env = runner_env(tmp_path, fake, "pull_request", PR_EVENT)
+    inputs = ab_inputs(tmp_path, "regressed", history=str(history), pr="7", comment="false")
+    result = Runner(workspace, inputs, env).run()
+    assert result.outputs["verdict"] == "fail"
+    handover = json.loads((workspace / "gate-out" / "gate-comment.json").read_text())
+    assert handover["schema_version"] == 3
+    assert handover["runs"][0]["history"]["drain.req_per_min"] == pytest.approx(NIGHTS)
+    assert "Main, nightly" in (workspace / "gate-out" / "report.md").read_text()
+
+
+@pytest.mark.parametrize("kind", ["missing", "broken"])
+def test_no_history_or_a_broken_one_leaves_the_verdict_as_measured(tmp_path, fake, workspace,
+                                                                   kind):
+    history = tmp_path / "history.sqlite"
+    if kind == "broken":
+        history.write_text("not a database")
+    env = runner_env(tmp_path, fake, "pull_request", PR_EVENT)
+    inputs = ab_inputs(tmp_path, "regressed", history=str(history), pr="7")
+    result = Runner(workspace, inputs, env).run()
+    assert result.outputs["verdict"] == "fail" and result.steps[-1].returncode == 1
+    step = result.step("history")
+    assert step.returncode == 0 and "history" not in step.outputs
+    if kind == "broken":
+        assert "::warning title=Perf gate::the history at" in step.stdout
+    assert "Main, nightly" not in fake.comments[7][0]["body"]

@@ -37,18 +37,21 @@ def nightly(tmp_path):
     return origin, work
 
 
-def one_night(tmp_path: Path, work: Path, i: int, rpm: float) -> str:
-    """Fetch the history, record night `i`, update the baselines, push the history."""
+def one_night(tmp_path: Path, work: Path, i: int, rpm: float, fake: FakeGitHub | None = None
+              ) -> str:
+    """Fetch the history, link the merged PRs' acknowledgements, record night `i`, update the
+    baselines, push the history."""
     runner_temp = tmp_path / f"night{i}"
     runner_temp.mkdir()
     git(work, "commit", "-q", "--allow-empty", "-m", f"night {i}")
     sha = git(work, "rev-parse", "HEAD")
     night_results(work, rpm)
     out = []
-    for name in ("Fetch the history", "Record the night, find change points",
-                 "Update the baselines", "Push the history"):
+    for name in ("Fetch the history", "Link the merged PRs' acknowledgements",
+                 "Record the night, find change points", "Update the baselines",
+                 "Push the history"):
         proc, _ = run_step(DOC, "update", name, runner_temp, event_name="schedule", cwd=work,
-                           event={"repository": {"default_branch": "main"}},
+                           event={"repository": {"default_branch": "main"}}, fake=fake,
                            extra_env={"BRANCH": "main", "COMMIT": sha, "GH_TOKEN": "ghs_x"})
         assert proc.returncode == 0, (name, proc.stdout[-3000:] + proc.stderr[-3000:])
         out.append(proc.stdout)
@@ -75,6 +78,47 @@ def test_nights_go_into_the_history_branch_and_a_regressed_night_is_not_promoted
 
 
 ACK = load("gate-acknowledge.yml")
+STEP = "Acknowledge (write access checked through the API)"
+
+
+def acknowledge(tmp_path: Path, work: Path, fake: FakeGitHub, head: str, actor: str = "maintainer"):
+    """gate-acknowledge.yml's job: a writer acknowledges the drain check of PR 12 at `head`."""
+    inputs = {"pr": "12", "sha": head, "check": "drain.req_per_min",
+              "reason": "pinned memory is needed for correctness"}
+    tmp_path.mkdir()
+    for name in ("Fetch the history", STEP, "Push the history"):
+        proc, _ = run_step(ACK, "acknowledge", name, tmp_path, event_name="workflow_dispatch",
+                           cwd=work, inputs=inputs, fake=fake,
+                           extra_env={"GH_TOKEN": "ghs_x", "LOGIN": actor})
+        assert proc.returncode == 0, (name, proc.stdout + proc.stderr)
+
+
+def test_an_acknowledged_slowdown_merged_moves_the_history_and_the_baseline(tmp_path, nightly):
+    """The nightly links the merged PR's acknowledgement to the commit it became (GitHub's
+    merge_commit_sha), detection marks the change point whose range holds that commit as
+    acknowledged (git ancestry in the update job's clone), and the slower level becomes the
+    baseline with the acknowledgement named, once the change point holds."""
+    origin, work = nightly
+    values = nights(9, level=233.0, sd=0.02, seed=3, step_at=6, step=0.5)
+    with FakeGitHub(REPO) as fake:
+        fake.good_tokens.add(TOKEN)
+        fake.permissions["maintainer"] = "write"
+        fake.pulls[12] = {"number": 12, "head": {"sha": SHA_B}, "state": "open"}
+        logs = [one_night(tmp_path, work, i, rpm, fake) for i, rpm in enumerate(values[:6])]
+        acknowledge(tmp_path / "ack", work, fake, SHA_B)
+        git(work, "commit", "-q", "--allow-empty", "-m", "the acknowledged PR, squashed")
+        merged = git(work, "rev-parse", "HEAD")
+        fake.pulls[12] = {"number": 12, "head": {"sha": SHA_B}, "base": {"ref": "main"},
+                          "state": "closed", "merged_at": "2026-01-07T00:00:00Z",
+                          "merge_commit_sha": merged}
+        logs += [one_night(tmp_path, work, i, rpm, fake) for i, rpm in enumerate(values[6:], 6)]
+    assert f"PR #12's acknowledgement of drain.req_per_min (maintainer: pinned memory is " \
+        f"needed for correctness) now marks {merged[:12]}" in logs[6]
+    assert "acknowledged" in logs[-1]  # detection's table: the change point's state
+    assert "not promoted to baseline" in logs[6] and "not promoted" not in logs[-1]
+    (_, baseline) = load_all(work / ".github" / "perf-gate-baselines")[0]
+    assert 100 < baseline.figures["drain.req_per_min"].point < 135
+    assert "PR 12, acknowledged by maintainer" in baseline.provenance.note
 
 
 @pytest.mark.parametrize(("inputs", "code"), [

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from support import vllm_helpers
 from support.calibrations import store_for
-from support.factories import cell, make_results
+from support.factories import cell, check, make_results
 from support.fake_github import TOKEN
 from support.gitrepo import commit, git, init
 from support.paths import REPO_ROOT
@@ -32,9 +32,13 @@ from support.workflow_job import JobRun, Run
 from support.workflows import load
 
 from gate.flows.ab_state import STATE_FILE, ABState, BuildIdentity, FixedDesign
+from gate.history.model import Acknowledgement
+from gate.history.store import opened
+from gate.judge.acknowledge import Acknowledgement as Ack
+from gate.judge.acknowledge import apply_acknowledgements
 from gate.judge.checks import planned_slots
 from gate.judge.noise import runner_key
-from gate.judge.verdict import Outcome, Verdict, save_verdict
+from gate.judge.verdict import Check, Outcome, Verdict, save_verdict
 from gate.measure.results import save_results
 from gate.plan.spec import load_plan
 from gate.runner.fingerprint import take_fingerprint
@@ -71,22 +75,29 @@ def pr_repo(path: Path, changed: str) -> tuple[str, str]:
     return base, head
 
 
-def checkout_of(repo: Path, noise: Path | None = None):
+def checkout_of(repo: Path, noise: Path | None = None, history: Path | None = None):
     """actions/checkout as the test's repository has it; the base branch's baselines are
-    empty, or `noise` (the reviewed calibrations of this runner class)."""
-    def checkout(folder: Path, with_: dict[str, str]) -> None:
+    empty, or `noise` (the reviewed calibrations of this runner class); the data branch holds
+    `history`, or is not there yet (no night recorded: the checkout fails)."""
+    def checkout(folder: Path, with_: dict[str, str]) -> bool | None:
+        if with_.get("ref") == "perf-gate-data":
+            if history is None:
+                return False
+            shutil.copy(history, folder / "history.sqlite")
+            return None
         if with_.get("repository"):  # the gate itself: the action runs from this checkout
-            return
+            return None
         if with_.get("sparse-checkout"):  # the base branch's baselines
             stored = folder / with_["sparse-checkout"] / "noise"
             stored.mkdir(parents=True, exist_ok=True)
             if noise is not None:
                 shutil.copytree(noise, stored, dirs_exist_ok=True)
-            return
+            return None
         git(repo, "clone", "-q", str(repo), str(folder))
         git(folder, "checkout", "-q", with_["ref"])
         git(folder, "update-ref", "refs/remotes/origin/main",
             git(repo, "rev-parse", "refs/remotes/origin/main"))
+        return None
     return checkout
 
 
@@ -191,7 +202,8 @@ def test_an_ab_that_did_not_decide_a_change_outside_the_hot_paths_is_not_held_up
     assert comment.result == "success" and "INCONCLUSIVE" in fake.comments[PR][0]["body"]
 
 
-def earlier_artifact(folder: Path, plan_path: Path, *, outcome: Outcome, finished: bool) -> bytes:
+def earlier_artifact(folder: Path, plan_path: Path, *, outcome: Outcome, finished: bool,
+                     checks: tuple[Check, ...] = ()) -> bytes:
     """What a first run of this commit uploaded: both results, the state and the verdict."""
     plan = load_plan(str(plan_path))
     fp = take_fingerprint(python=sys.executable, env={**os.environ, **plan.server.env})
@@ -209,7 +221,7 @@ def earlier_artifact(folder: Path, plan_path: Path, *, outcome: Outcome, finishe
                     rounds_done=2, finished=finished, outcome=outcome,
                     started_in="https://github.com/octo/vllm/actions/runs/1001")
     (folder / STATE_FILE).write_text(state.model_dump_json())
-    save_verdict(Verdict(outcome=outcome, mode="ab", rounds=2,
+    save_verdict(Verdict(outcome=outcome, mode="ab", rounds=2, checks=list(checks),
                          headline=f"{outcome.value.upper()}: recorded"), folder / "verdict.json")
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as archive:
@@ -219,13 +231,16 @@ def earlier_artifact(folder: Path, plan_path: Path, *, outcome: Outcome, finishe
     return buf.getvalue()
 
 
-def run_rerun(tmp_path, fake, *, outcome: Outcome, finished: bool):
+def run_rerun(tmp_path, fake, *, outcome: Outcome, finished: bool, checks=None, history=None):
+    """The rerun workflow's jobs on a commit with an earlier test. `checks(head)`: the earlier
+    verdict's checks; `history(head)`: the data branch's history file, or none yet."""
     repo = tmp_path / "repo"
     base, head = pr_repo(repo, UTILS)
     fake.pulls[PR] = {"number": PR, "head": {"sha": head}, "state": "open"}
     # the plan's budget holds no further block: a resumed test stops before measuring
     plan = stand_in_plan(tmp_path, budget_minutes=0.5)
-    zipped = earlier_artifact(tmp_path / "first", plan, outcome=outcome, finished=finished)
+    zipped = earlier_artifact(tmp_path / "first", plan, outcome=outcome, finished=finished,
+                              checks=checks(head) if checks else ())
     # the PR workflow's run that measured `head`: its title (run-name) names the commit, its
     # head_sha is the default branch's (pull_request_target)
     fake.add_run("gate-pr.yml", f"perf-gate: PR #{PR} labeled at {head}",
@@ -234,6 +249,7 @@ def run_rerun(tmp_path, fake, *, outcome: Outcome, finished: bool):
                        event={"inputs": {"sha": head, "pr": str(PR)}},
                        inputs={"sha": head, "pr": str(PR), "plan": str(plan), "repeats": "",
                                "mode": "ab"})
+    run.checkout = checkout_of(repo, history=history(head) if history else None)
     run.jobs["check"] = JobRun("check", [], {})
     earlier = run.run("earlier")
     measure = run.run("measure")
@@ -266,6 +282,63 @@ def test_a_rerun_continues_a_test_that_can_go_on(tmp_path, fake):
     body = fake.comments[PR][0]["body"]
     assert "Rerun: continues the sequential test started in " in body
     assert "/octo/vllm/actions/runs/1001 after 2 rounds (same design" in body
+
+
+SLOWER = check("sweep.c2.tpot_p50_ms", "TPOT p50 (guided, c=2)", 3.0, 4.5, Outcome.FAIL)
+
+
+def acknowledged_at(tmp_path: Path, login: str = "maintainer", pr: int = PR):
+    """The data branch's history with `login`'s acknowledgement of SLOWER at a head."""
+    def history(head: str) -> Path:
+        path = tmp_path / "data" / "history.sqlite"
+        path.parent.mkdir(exist_ok=True)
+        with opened(path, create=True) as store:
+            store.acknowledge(Acknowledgement(
+                repository="octo/vllm", pr=pr, head_sha=head, check=SLOWER.name,
+                reason="pinned memory for correctness", login=login, permission="write",
+                created_at="2026-01-02T00:00:00+00:00"))
+        return path
+    return history
+
+
+def test_a_rerun_after_the_acknowledgement_turns_the_check_neutral(tmp_path, fake):
+    """The PR's failing check, acknowledged for this head on the data branch: the rerun keeps
+    the decided test, applies the acknowledgement, and the check a PR sees is green; the
+    comment says who acknowledged it."""
+    _, measure, comment = run_rerun(tmp_path, fake, outcome=Outcome.FAIL, finished=True,
+                                    checks=lambda head: (SLOWER,),
+                                    history=acknowledged_at(tmp_path))
+    gate = measure.step("Perf gate")
+    assert gate.outputs["verdict"] == "pass", gate.stderr[-3000:]
+    assert measure.result == "success" and comment.result == "success"
+    body = fake.comments[PR][0]["body"]
+    assert "➖ neutral: acknowledged fail" in body and "intended slowdown acknowledged" in body
+    assert "slowdown acknowledged by maintainer" in body
+
+
+def test_an_acknowledgement_of_another_pr_leaves_the_check_red(tmp_path, fake):
+    _, measure, comment = run_rerun(tmp_path, fake, outcome=Outcome.FAIL, finished=True,
+                                    checks=lambda head: (SLOWER,),
+                                    history=acknowledged_at(tmp_path, pr=8))
+    assert measure.step("Perf gate").outputs["verdict"] == "fail"
+    assert measure.result == "failure" and "neutral" not in fake.comments[PR][0]["body"]
+
+
+def test_an_acknowledgement_the_measuring_job_made_up_is_never_posted(tmp_path, fake):
+    """The earlier artifact (written where the code under test ran) claims an acknowledgement
+    that the data branch does not hold: the measuring job's own check is its own word, as
+    its measurement is, but the comment job posts nothing."""
+    def forged(head: str) -> tuple[Check, ...]:
+        claim = [Ack(SLOWER.name, "maintainer", "pinned memory for correctness", head)]
+        return tuple(apply_acknowledgements(
+            Verdict(outcome=Outcome.FAIL, mode="ab", checks=[SLOWER], headline="FAIL"),
+            claim, head).checks)
+
+    _, measure, comment = run_rerun(tmp_path, fake, outcome=Outcome.FAIL, finished=True,
+                                    checks=forged, history=acknowledged_at(tmp_path, pr=8))
+    assert measure.step("Perf gate").outputs["verdict"] == "fail"  # the file's outcome
+    assert comment.result == "failure" and not fake.comments.get(PR)
+    assert "does not hold for PR #7" in comment.step("Post the comment").stderr
 
 
 def test_the_shipped_pr_workflows_fail_on_undecided():

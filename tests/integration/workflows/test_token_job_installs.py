@@ -28,6 +28,8 @@ from support.workflow_steps import REPO, SHA_A, TOKEN, run_step
 from support.workflows import WORKFLOWS, load, runs_on_self_hosted
 
 from gate.github.comment_file import CommentRun
+from gate.history.model import Acknowledgement
+from gate.history.store import opened
 from gate.judge.verdict import Outcome
 from gate.measure.results import save_results
 
@@ -110,6 +112,22 @@ def test_the_poster_posts_with_only_its_lock_importable(fake, tmp_path):
     assert proc.returncode == 0, proc.stderr
     (comment,) = fake.comments[12]
     assert comment["body"].startswith("<!-- vllm-structured-output-gate:default -->\n")
+
+
+def test_the_poster_reads_the_acknowledgements_with_only_its_lock(fake, tmp_path):
+    """The comment job checks the acknowledgements against its own copy of the history: SQLite
+    from the standard library, and nothing of the gate that needs numpy."""
+    fake.pulls[12] = {"number": 12, "head": {"sha": SHA_A}}
+    db = tmp_path / "history.sqlite"
+    with opened(db, create=True) as store:
+        store.acknowledge(Acknowledgement(
+            repository=REPO, pr=12, head_sha=SHA_A, check="drain.req_per_min", reason="on purpose",
+            login="maintainer", permission="write", created_at="2026-01-02T00:00:00+00:00"))
+    path = f.comment_file(tmp_path, [CommentRun(verdict=f.verdict(Outcome.FAIL))])
+    proc = fenced(POSTER, "publish", "--post-comment-file", str(path), "--pr", "12",
+                  "--expect-head-sha", SHA_A, "--history", str(db), fake=fake)
+    assert proc.returncode == 0, proc.stderr
+    assert "➖ neutral: acknowledged fail" in fake.comments[12][0]["body"]
 
 
 def test_the_bisect_report_is_posted_with_only_the_poster_lock(fake, tmp_path):
@@ -199,7 +217,8 @@ def test_the_nightly_history_runs_with_only_its_lock(tmp_path, fake):
     add = fenced(NIGHTLY, "history", "add", results, "--db", str(db), "--commit", SHA_A,
                  "--branch", "main", "--if-new", fake=fake)
     assert add.returncode == 0, add.stderr
-    for argv in (["detect", "--db", str(db), "--out", str(cps)],
+    for argv in (["link-merges", "--db", str(db)],
+                 ["detect", "--db", str(db), "--out", str(cps)],
                  ["dashboard", "--db", str(db), "--out", str(tmp_path / "d.html")],
                  ["alert", "--db", str(db), "--detection", str(cps)]):
         proc = fenced(NIGHTLY, "history", *argv, fake=fake)

@@ -104,6 +104,23 @@ def test_acknowledgements_are_kept_once_and_move_to_the_history_at_merge(tmp_pat
         (SHA[3], SHA[1]), (SHA[3], SHA[1]), (SHA[4], None)]
 
 
+def test_the_acknowledged_heads_waiting_for_their_merge_are_linked_one_by_one(tmp_path):
+    with opened(tmp_path / "h.sqlite", create=True) as store:
+        store.acknowledge(ack())
+        store.acknowledge(ack(check="sweep.c8.tpot_p50_ms"))
+        store.acknowledge(ack(pr=13, head_sha=SHA[4]))
+        store.acknowledge(ack(pr=13, head_sha=SHA[4], repository="mallory/vllm"))
+        assert store.unmerged(repository="Octo/vllm") == [(12, SHA[3]), (13, SHA[4])]
+        assert store.link_merge(12, SHA[4], SHA[1], repository="octo/vllm") == []  # other head
+        linked = store.link_merge(12, SHA[3], SHA[1], repository="octo/vllm")
+        assert [a.check for a in linked] == ["drain.req_per_min", "sweep.c8.tpot_p50_ms"]
+        assert store.unmerged(repository="octo/vllm") == [(13, SHA[4])]
+        store.link_merge(13, SHA[4], SHA[2], repository="octo/vllm")
+        assert store.unmerged(repository="octo/vllm") == []
+        # another repository's acknowledgement of the same PR number stays as it was
+        assert store.unmerged(repository="mallory/vllm") == [(13, SHA[4])]
+
+
 def test_a_new_file_has_this_schema_version_and_reopens(tmp_path):
     path = tmp_path / "h.sqlite"
     with opened(path, create=True):

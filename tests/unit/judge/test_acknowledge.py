@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from support import factories as f
 
-from gate.judge.acknowledge import Acknowledgement, apply_acknowledgements
+from gate.judge.acknowledge import Acknowledgement, apply_acknowledgements, unheld
 from gate.judge.verdict import Outcome
 
 HEAD, OLD = "a" * 40, "b" * 40
@@ -66,3 +66,31 @@ def test_an_acknowledgement_of_a_passing_check_changes_nothing_but_says_so():
     v = apply_acknowledgements(two_failing(), [ack("sweep.c1.tpot_p50_ms")], HEAD)
     assert v.outcome == Outcome.FAIL and not any(c.acknowledged for c in v.checks)
     assert any("did not fail here" in n for n in v.notes)
+
+
+def test_applying_the_acknowledgements_again_changes_nothing():
+    """The measuring job applies them, and the poster again with those given since."""
+    acks = [ack("drain.req_per_min"), ack("sweep.c8.tpot_p50_ms"), ack("sweep.c1.tpot_p50_ms"),
+            ack("drain.req_per_min", OLD)]
+    once = apply_acknowledgements(two_failing(), acks, HEAD)
+    assert once.outcome == Outcome.PASS
+    assert apply_acknowledgements(once, acks, HEAD) == once
+    later = apply_acknowledgements(apply_acknowledgements(two_failing(), acks[:1], HEAD), acks,
+                                   HEAD)
+    assert later.outcome == Outcome.PASS and [c.name for c in later.checks if c.acknowledged] \
+        == ["drain.req_per_min", "sweep.c8.tpot_p50_ms"]
+    assert len(later.notes) == len(set(later.notes))
+
+
+def test_an_acknowledgement_nobody_gave_is_found_out():
+    given = [ack("drain.req_per_min")]
+    applied = apply_acknowledgements(two_failing(), given, HEAD)
+    assert unheld(applied, given, HEAD) == []
+    assert unheld(applied, [], HEAD) == ["drain.req_per_min"]
+    assert unheld(applied, [ack("drain.req_per_min", OLD)], HEAD) == ["drain.req_per_min"]
+    # the same check acknowledged by another person, or for another reason, is not this one
+    other = Acknowledgement("drain.req_per_min", "mallory", "pinned memory for correctness",
+                            HEAD, "2026-01-02T00:00:00+00:00")
+    assert unheld(applied, [other], HEAD) == ["drain.req_per_min"]
+    assert unheld(applied, [ack("drain.req_per_min", reason="other")], HEAD) == \
+        ["drain.req_per_min"]

@@ -228,6 +228,36 @@ def test_checkouts_of_the_code_under_test_use_exact_commit_shas():
                     assert confirm, f"{path.name}:{name}: nothing confirms the checked-out commit"
 
 
+@pytest.mark.parametrize(("name", "pr"), [
+    ("gate-pr.yml", "${{ github.event.pull_request.number }}"),
+    ("gate-matrix.yml", "${{ github.event.pull_request.number }}"),
+    ("gate-rerun.yml", "${{ inputs.pr }}")])
+def test_the_pr_path_reads_the_history_as_data_in_both_its_jobs(name, pr):
+    """The acknowledgements and the nights come from the data branch of this repository, read
+    as data: in the measuring job before the action (so before any code under test), and in
+    the comment job again, its own copy, which every acknowledgement it posts must be in."""
+    doc = load(name)
+    assert doc["env"]["DATA_BRANCH"] == "perf-gate-data"
+    data = {"repository": "${{ github.repository }}", "ref": "${{ env.DATA_BRANCH }}",
+            "path": ".perf-gate-data", "persist-credentials": False}
+    for job_name in ("measure", "comment"):
+        steps = doc["jobs"][job_name]["steps"]
+        (i,) = [i for i, s in enumerate(steps) if is_checkout(s) and s["with"].get("ref") ==
+                "${{ env.DATA_BRANCH }}"]
+        assert steps[i]["with"] == data and steps[i]["continue-on-error"] is True
+        if job_name == "measure":
+            (gate,) = [j for j, s in enumerate(steps) if s.get("uses") == "./.gate"]
+            assert i < gate and steps[gate]["with"]["pr"] == pr
+            assert steps[gate]["with"]["history"] == ".perf-gate-data/history.sqlite"
+    assert doc["jobs"]["comment"]["permissions"] == {"contents": "read", "pull-requests": "write"}
+    post = step(doc, "comment", "Post the comment")["run"]
+    assert "args+=(--history .perf-gate-data/history.sqlite)" in post and "--expect-head-sha" in post
+    for job in doc["jobs"].values():  # read by the gate as data, never run
+        for s in job["steps"]:
+            script = str(s.get("run", "")).replace("--history .perf-gate-data/history.sqlite", "")
+            assert ".perf-gate-data" not in script.replace("-f .perf-gate-data/history.sqlite", "")
+
+
 # == 3. reruns measure the dispatched commit, while it is the PR's head ==================
 def test_rerun_takes_a_required_sha_and_checks_out_exactly_it():
     doc = load("gate-rerun.yml")
@@ -556,7 +586,9 @@ def test_the_bot_prs_are_opened_with_the_apps_token_not_the_jobs(name):
     job = doc["jobs"]["update" if "nightly" in name else "store"]
     # the nightly's own token also files the change-point issues and dispatches the bisect
     # (gate history alert): neither writes code nor a pull request
-    extra = {"issues": "write", "actions": "write"} if "nightly" in name else {}
+    # (and reads the merged PRs, gate history link-merges)
+    extra = {"issues": "write", "actions": "write", "pull-requests": "read"} \
+        if "nightly" in name else {}
     assert job["permissions"] == {"contents": "read", **extra}
     assert job["environment"] == "perf-gate-bot"
     app = step(doc, "update" if "nightly" in name else "store", "Get the perf-gate app's token")
@@ -569,8 +601,9 @@ def test_the_bot_prs_are_opened_with_the_apps_token_not_the_jobs(name):
     # the job's own token reads (the history) and files issues and dispatches (the alert), never
     # pushes or opens a PR
     with_job_token = {x["name"] for x in job["steps"] if "github.token" in json.dumps(x)}
-    assert with_job_token == ({"Fetch the history", "Open, update or close the change-point "
-                               "issues"} if "nightly" in name else set())
+    assert with_job_token == ({"Fetch the history", "Link the merged PRs' acknowledgements",
+                               "Open, update or close the change-point issues"}
+                              if "nightly" in name else set())
 
 
 def test_the_pr_workflows_measure_under_pull_request_target_only():
