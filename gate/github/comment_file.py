@@ -193,6 +193,7 @@ def with_acknowledgements(handover: CommentFile, history: Path | None, *, pr: in
 def kept_acknowledgements(history: Path, pr: int, repository: str) -> list[ack.Acknowledgement]:
     """The acknowledgements of PR `pr` of this repository that the history file keeps."""
     with opened(history) as store:
-        return [ack.Acknowledgement(a.check, a.login, a.reason, a.head_sha, a.created_at)
+        return [ack.Acknowledgement(check=a.check, login=a.login, reason=a.reason,
+                                    head_sha=a.head_sha, at=a.created_at)
                 for a in store.acknowledgements(pr=pr)
                 if a.repository.lower() == repository.lower()]
