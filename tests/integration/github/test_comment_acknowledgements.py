@@ -67,9 +67,11 @@ def post(fake, tmp_path, verdict, db=None, head=HEAD):
 
 # -- the pictures ------------------------------------------------------------------------
 def test_the_posted_comment_shows_the_nights_on_main_and_the_test_look_by_look(fake, tmp_path):
-    looks = [Trajectory("drain.req_per_min", "Drain req/min (guided)",
-                        [Look(2, -45.0, None, None, Outcome.INCONCLUSIVE),
-                         Look(4, -48.0, -55.0, -41.0, Outcome.FAIL)], -10.0, 8)]
+    seen = [Look(round=2, delta_pct=-45.0, low_pct=None, high_pct=None,
+                 outcome=Outcome.INCONCLUSIVE),
+            Look(round=4, delta_pct=-48.0, low_pct=-55.0, high_pct=-41.0, outcome=Outcome.FAIL)]
+    looks = [Trajectory(check="drain.req_per_min", label="Drain req/min (guided)", looks=seen,
+                        threshold_pct=-10.0, max_rounds=8)]
     run = CommentRun(verdict=failing(), history={"drain.req_per_min": NIGHTS},
                      trajectories=looks)
     fake.pulls[12] = {"number": 12, "head": {"sha": HEAD}}

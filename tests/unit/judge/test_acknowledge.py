@@ -89,8 +89,9 @@ def test_an_acknowledgement_nobody_gave_is_found_out():
     assert unheld(applied, [], HEAD) == ["drain.req_per_min"]
     assert unheld(applied, [ack("drain.req_per_min", OLD)], HEAD) == ["drain.req_per_min"]
     # the same check acknowledged by another person, or for another reason, is not this one
-    other = Acknowledgement("drain.req_per_min", "mallory", "pinned memory for correctness",
-                            HEAD, "2026-01-02T00:00:00+00:00")
+    other = Acknowledgement(check="drain.req_per_min", login="mallory",
+                            reason="pinned memory for correctness", head_sha=HEAD,
+                            at="2026-01-02T00:00:00+00:00")
     assert unheld(applied, [other], HEAD) == ["drain.req_per_min"]
     assert unheld(applied, [ack("drain.req_per_min", reason="other")], HEAD) == \
         ["drain.req_per_min"]

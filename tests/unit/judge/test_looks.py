@@ -17,9 +17,11 @@ LOOKS = TypeAdapter(list[Trajectory])
 
 
 def test_a_trajectory_goes_through_json_and_says_why_it_stopped():
-    t = Trajectory("drain.req_per_min", "drain", [Look(2, -30.0, None, None, Outcome.INCONCLUSIVE),
-                                                   Look(4, -31.0, -40.0, -22.0, Outcome.FAIL)],
-                   -10.0, 8)
+    looks = [Look(round=2, delta_pct=-30.0, low_pct=None, high_pct=None,
+                  outcome=Outcome.INCONCLUSIVE),
+             Look(round=4, delta_pct=-31.0, low_pct=-40.0, high_pct=-22.0, outcome=Outcome.FAIL)]
+    t = Trajectory(check="drain.req_per_min", label="drain", looks=looks, threshold_pct=-10.0,
+                   max_rounds=8)
     (back,) = LOOKS.validate_json(LOOKS.dump_json([t]))
     assert back == t
     assert back.why == "failed at round 4: -31.0% (-40.0% to -22.0%), past the threshold -10%"
