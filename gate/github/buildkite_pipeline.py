@@ -9,8 +9,9 @@ Two steps (docs/buildkite.md):
   gate in a virtualenv of its own, every dependency from its hash lock (requirements/gpu.txt);
   the head is the image's vLLM as installed (`install-vllm --mode preinstalled`), the base the
   merge base's Python over it (`gate buildkite base-overlay`); `gate ab`, then the
-  annotation, the HUD record and the comment file as artifacts. It holds no token. Exit 3
-  (undecided) and 5 (cannot decide on this runner) soft fail: not a pass, not a red build.
+  annotation, the HUD record and the comment file as artifacts. It holds no token. It exits
+  with the verdict's code: 3 (undecided) and 5 (cannot decide on this runner) are red like
+  1 and 4, never soft: an A/B that did not decide is not a pass.
 - `perf-gate-comment`, after it, on a queue that runs no PR code: posts the comment file
   with the bot's token (`gate publish --post-comment-file`, the same token-free hand-over as
   on GitHub), on the build's own PR (`--pr "$BUILDKITE_PULL_REQUEST"`) while its head is
@@ -111,7 +112,6 @@ def pipeline(o: PipelineOptions):
         commands=measure_commands(o),
         artifact_paths=["gate-ab/verdict.json", "gate-ab/*/results.json", "gate-comment.json",
                         "benchmark_results.json"],
-        soft_fail=[{"exit_status": 3}, {"exit_status": 5}],
         timeout_in_minutes=120,
     ))
     p.add_step(CommandStep(

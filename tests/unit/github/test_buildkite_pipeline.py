@@ -44,7 +44,8 @@ def test_the_measuring_step_runs_the_image_as_installed_against_the_merge_base_o
     assert "ab --plan a100-gemma4-26b-pr --head python3 --base python3" in script
     assert "buildkite annotate --verdict gate-ab/verdict.json" in script
     assert "--format pytorch-v3" in script and 'exit "$$code"' in script
-    assert gate["soft_fail"] == [{"exit_status": 3}, {"exit_status": 5}]
+    # undecided (3) and cannot decide here (5) are red like a failure: never a passing build
+    assert "soft_fail" not in gate
     image = gate["plugins"][0]["docker#v5.12.0"]["image"]
     assert image.endswith("vllm-ci-test-repo:${BUILDKITE_COMMIT}")
     assert "secrets" not in gate and "TOKEN" not in json.dumps(gate)
