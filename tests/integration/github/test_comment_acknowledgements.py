@@ -77,7 +77,8 @@ def test_the_posted_comment_shows_the_nights_on_main_and_the_test_look_by_look(f
     fake.pulls[12] = {"number": 12, "head": {"sha": HEAD}}
     path = f.comment_file(tmp_path, [run])
     assert json.loads(path.read_text())["schema_version"] == 3
-    post_comment_file(settings(fake, tmp_path), path, client_factory=client, err=io.StringIO())
+    post_comment_file(settings(fake, tmp_path), path, client_factory=client, err=io.StringIO(),
+                      target=PostTarget(pr=12))
     body = fake.comments[12][0]["body"]
     assert "Main, nightly" in body and "████▁▁" in body  # four nights at the level, two off
     assert "The sequential test, look by look" in body
@@ -136,7 +137,8 @@ def test_another_repositorys_acknowledgement_has_no_effect(fake, tmp_path):
 
 def claimed(check="drain.req_per_min", login="maintainer", head=HEAD):
     """A verdict as a measuring job that applied an acknowledgement writes it."""
-    given = [Ack(check, login, "pinned memory for correctness", head, AT)]
+    given = [Ack(check=check, login=login, reason="pinned memory for correctness",
+                 head_sha=head, at=AT)]
     return apply_acknowledgements(failing(), given, head)
 
 

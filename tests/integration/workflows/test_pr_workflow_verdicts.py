@@ -329,7 +329,8 @@ def test_an_acknowledgement_the_measuring_job_made_up_is_never_posted(tmp_path, 
     that the data branch does not hold: the measuring job's own check is its own word, as
     its measurement is, but the comment job posts nothing."""
     def forged(head: str) -> tuple[Check, ...]:
-        claim = [Ack(SLOWER.name, "maintainer", "pinned memory for correctness", head)]
+        claim = [Ack(check=SLOWER.name, login="maintainer",
+                     reason="pinned memory for correctness", head_sha=head)]
         return tuple(apply_acknowledgements(
             Verdict(outcome=Outcome.FAIL, mode="ab", checks=[SLOWER], headline="FAIL"),
             claim, head).checks)
