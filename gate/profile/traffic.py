@@ -153,9 +153,11 @@ def sample_under_load(load: ServerLoad, processes: list[ProcessInfo], *, opts: S
                       ) -> tuple[list[WindowRecording], list[Response], float]:
     """Keep the guided load on while the sampler runs its windows, then stop sending.
     Returns the windows, the responses and the load's start (time.perf_counter)."""
-    # Enough requests to outlast the windows three times over at the warm-up's pace.
+    # Enough requests to outlast the windows six times over at the warm-up's pace: the load
+    # stops once the windows are done, so a long list costs nothing, and a warm-up measured
+    # while the machine was busy must not leave the windows without traffic.
     span = opts.settle_s + opts.windows * (opts.window_s + 1.0)
-    count = math.ceil(3 * load.req_per_s * span) + 2 * load.concurrency
+    count = math.ceil(6 * load.req_per_s * span) + 2 * load.concurrency
     reqs = guided_requests(load.plan, load.model, 2 * load.concurrency, count)
     sampler = Sampler(processes, opts, raw_dir, log=log)
 
@@ -172,11 +174,12 @@ def sample_under_load(load: ServerLoad, processes: list[ProcessInfo], *, opts: S
     finally:
         if not sampler.done.is_set():
             sampler.stop()
+    if ran_out:
+        # said first: stopping the sampler killed its py-spys, whose failure is this one's
+        raise MeasurementError(f"the guided load ended (all {count} requests done) before the "
+                               "sampling windows did: the server sped up after the warm-up")
     if sampler.error is not None:
         sampler.result()  # raises the sampling failure, the cause of any unsent requests
     if problems := load_problems(responses, reqs):
         raise MeasurementError("profile load: " + "; ".join(problems))
-    if ran_out:
-        raise MeasurementError(f"the guided load ended (all {count} requests done) before the "
-                               "sampling windows did: the server sped up after the warm-up")
     return sampler.result(), responses, t0
