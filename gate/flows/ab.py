@@ -369,14 +369,14 @@ class Profiler:
         return replace(self.profiling.options, windows=spec.windows,
                        window_s=spec.window_s, settle_s=spec.settle_s)
 
-    def run(self, sessions: dict[str, MeasuredBuild], *, roots: dict[str, list[Path]]) -> None:
+    def run(self, servers: dict[str, MeasuredBuild], *, roots: dict[str, list[Path]]) -> None:
         """Profile both builds' servers and diff them. `roots`: each build's source root (the
         folder that holds its vllm package), so that both builds' frames are named vllm/..."""
         started = time.monotonic()
         try:
             profiles = {}
             for label in ("base", "head"):
-                s = sessions[label]
+                s = servers[label]
                 self.progress(f"{label}: profiling the serving processes (py-spy)")
                 target = ProfileTarget(s.base_url, label=label, pid=s.server_pid)
                 profiles[label] = profile_server(

@@ -159,11 +159,11 @@ def _persistent_block(pairing: Pairing, costs: Costs, *, end: BlockEnd, max_roun
     (the end's look, a profile, is not the pair's)."""
     started = time.monotonic()
     with contextlib.ExitStack() as stack:
-        sessions = _pair_up(pairing, stack, block=end.rounds // pairing.plan.ab.rounds_per_block)
+        servers = _pair_up(pairing, stack, block=end.rounds // pairing.plan.ab.rounds_per_block)
         measured = 0.0
         for _ in range(pairing.plan.ab.rounds_per_block):
             t0 = time.monotonic()
-            _alternating_round(pairing, sessions, r=end.rounds, max_rounds=max_rounds)
+            _alternating_round(pairing, servers, r=end.rounds, max_rounds=max_rounds)
             seconds = time.monotonic() - t0
             measured += seconds
             _round_done(end, costs, seconds=seconds, after_round=after_round)
@@ -171,7 +171,7 @@ def _persistent_block(pairing: Pairing, costs: Costs, *, end: BlockEnd, max_roun
                 break
         t0 = time.monotonic()
         if at_end is not None:
-            at_end(end, sessions)
+            at_end(end, servers)
         measured += time.monotonic() - t0
     costs.pair_s.append(time.monotonic() - started - measured)
 
@@ -194,19 +194,19 @@ def _pair_up(pairing: Pairing, stack: contextlib.ExitStack, *, block: int
             launched[label] = start_server(pairing.plan, pairing.launch(side, name, block=block),
                                            side.info, pairing.progress)
         stack.callback(launched[label].server.stop)
-    sessions = {}
+    servers = {}
     for label in start_order(block):
         side = pairing.sides[label]
         with blame(side):
-            sessions[label] = stack.enter_context(open_measured_build(
+            servers[label] = stack.enter_context(open_measured_build(
                 pairing.plan, pairing.launch(side, name, block=block), side.info,
                 pairing.progress, started=launched[label]))
-        side.sessions.append(sessions[label])
+        side.measured.append(servers[label])
     refuse_other_runner(pairing.sides)
-    return sessions
+    return servers
 
 
-def _alternating_round(pairing: Pairing, sessions: dict[str, MeasuredBuild], *, r: int,
+def _alternating_round(pairing: Pairing, servers: dict[str, MeasuredBuild], *, r: int,
                        max_rounds: int) -> None:
     """Round `r` (0-based): every cell on both builds, next to each other. Which build goes
     first flips from cell to cell and, for each cell, from round to round (ABBA per cell: a
@@ -215,14 +215,14 @@ def _alternating_round(pairing: Pairing, sessions: dict[str, MeasuredBuild], *, 
     pairing.progress(f"A/B round {r + 1} of at most {max_rounds}")
     order = cell_order(pairing.plan)
     pause = pairing.plan.ab.isolation == "paused"
-    base, head = sessions["base"], sessions["head"]
+    base, head = servers["base"], servers["head"]
     for cell in cells_for_repeat(pairing.plan, r):
         first = (r + order[_identity(cell)]) % 2 == 0
-        for session, other in ((base, head), (head, base)) if first else ((head, base),
+        for measured, other in ((base, head), (head, base)) if first else ((head, base),
                                                                          (base, head)):
-            with blame(pairing.sides[session.label]), \
+            with blame(pairing.sides[measured.label]), \
                     paused(other.server_pid if pause else None):
-                session.measure(cell)
+                measured.measure(cell)
 
 
 def _identity(cell: Cell) -> tuple[str, str, int]:
@@ -270,16 +270,16 @@ def _fresh_round(pairing: Pairing, *, r: int, max_rounds: int) -> float:
     first flips every round); the seconds its cells took."""
     pairing.progress(f"A/B round {r + 1} of at most {max_rounds}")
     block = r // pairing.plan.ab.rounds_per_block
-    measured = 0.0
+    seconds = 0.0
     for label in ("base", "head") if r % 2 == 0 else ("head", "base"):
         side = pairing.sides[label]
         with blame(side), open_measured_build(
                 pairing.plan, pairing.launch(side, f"round{r + 1}", block=block), side.info,
-                pairing.progress) as session:
-            side.sessions.append(session)
+                pairing.progress) as measured:
+            side.measured.append(measured)
             refuse_other_runner(pairing.sides)
             t0 = time.monotonic()
             for cell in cells_for_repeat(pairing.plan, r):
-                session.measure(cell)
-            measured += time.monotonic() - t0
-    return measured
+                measured.measure(cell)
+            seconds += time.monotonic() - t0
+    return seconds

@@ -73,20 +73,20 @@ def measure_build(plan: Plan, opts: RunOptions, progress: Progress) -> Results:
         errors.append(str(exc))
         progress(f"measurement error: {str(exc).splitlines()[0]}")
     timings["total_s"] = time.monotonic() - started
-    return assemble(plan, opts.label, fp=fp, info=info, session=measured, errors=errors,
+    return assemble(plan, opts.label, fp=fp, info=info, measured=measured, errors=errors,
                     timings=timings)
 
 
 def assemble(plan: Plan, label: str, fp: Fingerprint, info: ServerInfo,
-             session: MeasuredBuild | None, errors: list[str], timings: dict[str, float]
+             measured: MeasuredBuild | None, errors: list[str], timings: dict[str, float]
              ) -> Results:
     """results.json's content from what a measured build measured (nothing, if it never
     opened)."""
-    records = session.records if session else []
-    cells = session.cells if session else []
-    errors = errors + (session.problems() if session else [])
-    all_timings = {**(session.timings if session else {}), **timings}
-    served = session.doctor.served if session and session.doctor else None
+    records = measured.records if measured else []
+    cells = measured.cells if measured else []
+    errors = errors + (measured.problems() if measured else [])
+    all_timings = {**(measured.timings if measured else {}), **timings}
+    served = measured.doctor.served if measured and measured.doctor else None
     return Results(
         label=label,
         created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -94,7 +94,7 @@ def assemble(plan: Plan, label: str, fp: Fingerprint, info: ServerInfo,
         fingerprint=fingerprint.with_served(fp, served), server=info,
         status="error" if errors else "complete", errors=errors, timings_s=all_timings,
         cells=cells, ratios=metrics.level_ratios(cells), records=records,
-        doctor=session.doctor if session else None,
+        doctor=measured.doctor if measured else None,
     )
 
 

@@ -74,7 +74,7 @@ class Side:
     info: ServerInfo
     fingerprint: Fingerprint
     earlier: Results | None = None  # what the run before a resume measured
-    sessions: list[MeasuredBuild] = field(default_factory=list)
+    measured: list[MeasuredBuild] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
     @property
@@ -83,7 +83,7 @@ class Side:
 
     def results(self, plan: Plan, *, rounds: int, max_rounds: int) -> Results:
         res = run.assemble(plan.model_copy(update={"repeats": max(rounds, 1)}), self.label,
-                           fp=self.fingerprint, info=self.info, session=self._merged(),
+                           fp=self.fingerprint, info=self.info, measured=self._merged(),
                            errors=self.errors, timings={})
         if self.earlier is not None:
             timings = dict(self.earlier.timings_s)
@@ -94,33 +94,33 @@ class Side:
         return res.model_copy(update={"sequential_rounds": max_rounds})
 
     def _merged(self) -> MeasuredBuild | None:
-        """One session holding every cell and record so far (and the doctor's findings)."""
-        if not self.sessions and self.earlier is None:
+        """One measured build holding every cell and record so far (and the doctor's findings)."""
+        if not self.measured and self.earlier is None:
             return None
-        first = self.sessions[0] if self.sessions else None
+        first = self.measured[0] if self.measured else None
         plan = first.plan if first else self.earlier.plan  # type: ignore[union-attr]
         merged = MeasuredBuild(plan=plan, label=self.label, base_url="", model_name="",
                                progress=Progress(quiet=True))
         findings: dict[tuple[str, str], Finding] = {}
         parts: list[Results | MeasuredBuild] = [*([self.earlier] if self.earlier else []),
-                                                *self.sessions]
+                                                *self.measured]
         for part in parts:
             merged.records += part.records
             merged.cells += part.cells
             for f in part.doctor.findings if part.doctor else []:
                 findings.setdefault((f.id, f.title), f)
-        for s in self.sessions:
+        for s in self.measured:
             for k, v in s.timings.items():
                 merged.timings[k] = merged.timings.get(k, 0.0) + v
         merged.doctor = DoctorReport(findings=list(findings.values()),
-                                     served=_one_served(self.sessions))
+                                     served=_one_served(self.measured))
         return merged
 
 
-def _one_served(sessions: list[MeasuredBuild]) -> ServedFacts | None:
+def _one_served(measured: list[MeasuredBuild]) -> ServedFacts | None:
     """What the servers of one build showed: the first's, or every runner they named when
     its servers ran on different runners (the judge then calls the measurement an error)."""
-    served = [s.doctor.served for s in sessions if s.doctor and s.doctor.served]
+    served = [s.doctor.served for s in measured if s.doctor and s.doctor.served]
     runners = sorted({r for s in served for r in [s.model_runner, *s.runner_conflict] if r})
     if len(runners) > 1:
         return ServedFacts(runner_conflict=runners)
@@ -164,7 +164,7 @@ def kv_mismatch(base: MeasuredBuild, head: MeasuredBuild) -> str | None:
 def refuse_other_runner(sides: dict[str, Side]) -> None:
     """Stop before measuring on a server whose model runner or KV cache is not the other
     build's."""
-    base, head = sides["base"].sessions, sides["head"].sessions
+    base, head = sides["base"].measured, sides["head"].measured
     if base and head and (mismatch := runner_mismatch(base[-1], head[-1])
                           or kv_mismatch(base[-1], head[-1])):
         raise SideError("both", MeasurementError(mismatch))
