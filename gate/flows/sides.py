@@ -137,11 +137,17 @@ def make_side(plan: Plan, build: Build, *, out: Path, cache_dir: Path) -> Side:
 # ---------------------------------------------------------------- a fair pair
 
 
+def _differing(base: MeasuredBuild, head: MeasuredBuild, fact: str) -> dict | None:
+    """One fact the runner doctor read from each server's log, by side, when both logs say it
+    and they differ; None otherwise (unread is not a mismatch)."""
+    seen = {s.label: getattr(s.doctor.served, fact) if s.doctor and s.doctor.served else None
+            for s in (base, head)}
+    return None if None in seen.values() or seen["base"] == seen["head"] else seen
+
+
 def runner_mismatch(base: MeasuredBuild, head: MeasuredBuild) -> str | None:
     """Why the two builds' servers cannot be compared: they run different model runners."""
-    runners = {s.label: s.doctor.served.model_runner if s.doctor and s.doctor.served else None
-               for s in (base, head)}
-    if None in runners.values() or runners["base"] == runners["head"]:
+    if (runners := _differing(base, head, "model_runner")) is None:
         return None
     return (f"the base server runs the {runner_pin.label(runners['base'])} and the head "
             f"server the {runner_pin.label(runners['head'])}: their structured-output code "
@@ -151,9 +157,7 @@ def runner_mismatch(base: MeasuredBuild, head: MeasuredBuild) -> str | None:
 
 def kv_mismatch(base: MeasuredBuild, head: MeasuredBuild) -> str | None:
     """Why the pair is not a fair pair: their KV caches differ (what each can batch)."""
-    kv = {s.label: s.doctor.served.kv_cache_tokens if s.doctor and s.doctor.served else None
-          for s in (base, head)}
-    if None in kv.values() or kv["base"] == kv["head"]:
+    if (kv := _differing(base, head, "kv_cache_tokens")) is None:
         return None
     return (f"the base server's KV cache holds {kv['base']:,} tokens and the head's "
             f"{kv['head']:,} (their logs): the pair can batch differently, an asymmetry the A/B "

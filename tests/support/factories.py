@@ -208,6 +208,18 @@ def results_folder(folder: Path, results: Results) -> Path:
     return folder
 
 
+def gpu_drain_folder(folder: Path, rpms: list[float]) -> Path:
+    """A results folder of the GPU plan at one level (c=8): a drain of `rpms` req/min, one per
+    repeat, and flat guided/free sweep cells (what a baseline update reads)."""
+    cells = []
+    for r, rpm in enumerate(rpms):
+        cells.append(cell("drain", "guided", 64, r, rpm=rpm))
+        cells += [cell("sweep", "guided", 8, r, tpot_p50=21.0),
+                  cell("sweep", "free", 8, r, tpot_p50=20.0)]
+    return results_folder(folder, make_results(cells, plan=gpu_plan(levels=(8,),
+                                                                     repeats=len(rpms))))
+
+
 # -- verdicts -------------------------------------------------------------------------------
 def check(name: str, label: str, base: float, head: float, outcome: Outcome = Outcome.PASS,
           kind: str = "relative", direction: str = "lower_is_better", threshold: float = 10.0,

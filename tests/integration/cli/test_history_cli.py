@@ -124,15 +124,6 @@ def test_acknowledged_only_by_a_writer_for_the_current_head_and_applied(tmp_path
     assert stale.returncode == 2 and "a new push needs a new acknowledgement" in stale.stderr
 
 
-def baseline_run(tmp_path, name, rpms):
-    cells = []
-    for r, rpm in enumerate(rpms):
-        cells.append(f.cell("drain", "guided", 64, r, rpm=rpm))
-        cells += [f.cell("sweep", "guided", 8, r, tpot_p50=21.0),
-                  f.cell("sweep", "free", 8, r, tpot_p50=20.0)]
-    results = f.make_results(cells, plan=f.gpu_plan(levels=(8,), repeats=len(rpms)))
-    return f.results_folder(tmp_path / name, results)
-
 
 def update(store, run, *extra):
     return gate_in_process("baseline", "update", run, "--baselines-dir", store, "--branch",
@@ -141,9 +132,9 @@ def update(store, run, *extra):
 
 def test_a_regressed_night_is_never_promoted_to_baseline(tmp_path, env):
     store = tmp_path / "baselines"
-    assert update(store, baseline_run(tmp_path, "good", [230.0, 232.0, 231.0])).returncode == 0
+    assert update(store, f.gpu_drain_folder(tmp_path / "good", [230.0, 232.0, 231.0])).returncode == 0
     before = {p.name: p.read_bytes() for p in store.iterdir()}
-    slow = baseline_run(tmp_path, "slow", [121.0, 122.0, 120.0])
+    slow = f.gpu_drain_folder(tmp_path / "slow", [121.0, 122.0, 120.0])
     proc = update(store, slow)
     assert proc.returncode == 2
     assert "a regressed run is never promoted" in proc.stderr

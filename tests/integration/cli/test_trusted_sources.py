@@ -167,15 +167,6 @@ def test_the_report_reads_the_cache_folders_calibrations_only_when_allowed(tmp_p
         assert proc.returncode == 2 and "planted.yaml" in proc.stderr, proc.stderr
 
 
-def baseline_results(tmp_path: Path, name: str, rpms: list[float]) -> Path:
-    cells = []
-    for r, rpm in enumerate(rpms):
-        cells.append(f.cell("drain", "guided", 64, r, rpm=rpm))
-        cells += [f.cell("sweep", "guided", 8, r, tpot_p50=21.0),
-                  f.cell("sweep", "free", 8, r, tpot_p50=20.0)]
-    results = f.make_results(cells, plan=f.gpu_plan(levels=(8,), repeats=len(rpms)))
-    return f.results_folder(tmp_path / name, results)
-
 
 @pytest.mark.parametrize("switch", [{}, {"GATE_CACHE_CALIBRATIONS": "false"}],
                          ids=["default", "off"])
@@ -194,9 +185,9 @@ def test_a_baseline_update_reads_the_cache_folders_calibrations_only_when_allowe
                                "main", "--commit", "a" * 40, "--noise-dir", reviewed, env=env,
                                timeout=120)
 
-    first = update(baseline_results(tmp_path, "first", [230.0, 232.0, 231.0]))
+    first = update(f.gpu_drain_folder(tmp_path / "first", [230.0, 232.0, 231.0]))
     assert first.returncode == 0, first.stderr  # no stored baseline yet: nothing compared
-    proc = update(baseline_results(tmp_path, "second", [231.0, 233.0, 232.0]))
+    proc = update(f.gpu_drain_folder(tmp_path / "second", [231.0, 233.0, 232.0]))
     if switch:
         assert proc.returncode == 0, proc.stderr
     else:  # compared with the stored one under the cache's calibrations: the broken file
