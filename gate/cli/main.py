@@ -36,7 +36,10 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         prog="gate", description="CI regression gate for vLLM structured-output performance.")
     parser.add_argument("--version", action="version", version=f"gate {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    only = chosen_command(argv or [])
+    argv = argv or []
+    only = chosen_command(argv)
+    if only is None and "--version" in argv:
+        return parser  # the version alone needs no command module (the action asks for it)
     for name in COMMANDS:
         if only is None or name == only:
             importlib.import_module(f"gate.cli.{name}").add_parser(sub)

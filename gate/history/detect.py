@@ -29,7 +29,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 from gate.core.errors import GateError
 from gate.history.model import (
@@ -89,6 +88,8 @@ def _t_p(left: np.ndarray, right: np.ndarray) -> float:
         return 1.0
     if np.ptp(left) == 0 and np.ptp(right) == 0:  # identical figures on both sides
         return 0.0 if left[0] != right[0] else 1.0
+    from scipy import stats  # here, not at the top: it costs every `gate history` command 0.6 s
+
     with warnings.catch_warnings():  # nearly identical figures: scipy warns, the p stands
         warnings.simplefilter("ignore", RuntimeWarning)
         p = float(stats.ttest_ind(left, right).pvalue)

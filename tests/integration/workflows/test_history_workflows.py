@@ -6,6 +6,7 @@ refuses anyone else's."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -37,6 +38,34 @@ def nightly(tmp_path):
     return origin, work
 
 
+VALUES = nights(9, level=233.0, sd=0.02, seed=3, step_at=6, step=0.5)
+HEALTHY = 6  # the nights before the step
+
+
+@pytest.fixture(scope="module")
+def six_healthy_nights(tmp_path_factory):
+    """The nightly's first six nights, all healthy, as the two tests of a step share them:
+    (origin, work, logs). Each test continues on its own copy (healthy_copy)."""
+    tmp = tmp_path_factory.mktemp("nights")
+    origin, work = origin_and_clone(tmp)
+    with FakeGitHub(REPO) as fake:
+        fake.good_tokens.add(TOKEN)
+        fake.permissions["maintainer"] = "write"
+        fake.pulls[12] = {"number": 12, "head": {"sha": SHA_B}, "state": "open"}
+        logs = [one_night(tmp, work, i, rpm, fake) for i, rpm in enumerate(VALUES[:HEALTHY])]
+    return origin, work, logs
+
+
+def healthy_copy(six_healthy_nights, tmp_path: Path) -> tuple[Path, Path, list[str]]:
+    """A copy of the six nights' origin and clone in `tmp_path`, the clone's origin the copy."""
+    origin, work, logs = six_healthy_nights
+    origin_copy, work_copy = tmp_path / "origin.git", tmp_path / "work"
+    shutil.copytree(origin, origin_copy)
+    shutil.copytree(work, work_copy, symlinks=True)
+    git(work_copy, "remote", "set-url", "origin", str(origin_copy))
+    return origin_copy, work_copy, list(logs)
+
+
 def one_night(tmp_path: Path, work: Path, i: int, rpm: float, fake: FakeGitHub | None = None
               ) -> str:
     """Fetch the history, link the merged PRs' acknowledgements, record night `i`, update the
@@ -58,11 +87,10 @@ def one_night(tmp_path: Path, work: Path, i: int, rpm: float, fake: FakeGitHub |
     return "\n".join(out)
 
 
-def test_nights_go_into_the_history_branch_and_a_regressed_night_is_not_promoted(tmp_path,
-                                                                                 nightly):
-    origin, work = nightly
-    values = nights(9, level=233.0, sd=0.02, seed=3, step_at=6, step=0.5)
-    logs = [one_night(tmp_path, work, i, rpm) for i, rpm in enumerate(values)]
+def test_nights_go_into_the_history_branch_and_a_regressed_night_is_not_promoted(
+        tmp_path, six_healthy_nights):
+    origin, work, logs = healthy_copy(six_healthy_nights, tmp_path)
+    logs += [one_night(tmp_path, work, i, rpm) for i, rpm in enumerate(VALUES[HEALTHY:], HEALTHY)]
     # the history went to perf-gate-data each night, and came back the next
     files = git(origin, "ls-tree", "--name-only", "perf-gate-data").split()
     assert sorted(files) == ["changepoints.json", "dashboard.html", "history.sqlite"]
@@ -93,25 +121,25 @@ def acknowledge(tmp_path: Path, work: Path, fake: FakeGitHub, head: str, actor: 
         assert proc.returncode == 0, (name, proc.stdout + proc.stderr)
 
 
-def test_an_acknowledged_slowdown_merged_moves_the_history_and_the_baseline(tmp_path, nightly):
+def test_an_acknowledged_slowdown_merged_moves_the_history_and_the_baseline(
+        tmp_path, six_healthy_nights):
     """The nightly links the merged PR's acknowledgement to the commit it became (GitHub's
     merge_commit_sha), detection marks the change point whose range holds that commit as
     acknowledged (git ancestry in the update job's clone), and the slower level becomes the
     baseline with the acknowledgement named, once the change point holds."""
-    origin, work = nightly
-    values = nights(9, level=233.0, sd=0.02, seed=3, step_at=6, step=0.5)
+    origin, work, logs = healthy_copy(six_healthy_nights, tmp_path)
     with FakeGitHub(REPO) as fake:
         fake.good_tokens.add(TOKEN)
         fake.permissions["maintainer"] = "write"
         fake.pulls[12] = {"number": 12, "head": {"sha": SHA_B}, "state": "open"}
-        logs = [one_night(tmp_path, work, i, rpm, fake) for i, rpm in enumerate(values[:6])]
         acknowledge(tmp_path / "ack", work, fake, SHA_B)
         git(work, "commit", "-q", "--allow-empty", "-m", "the acknowledged PR, squashed")
         merged = git(work, "rev-parse", "HEAD")
         fake.pulls[12] = {"number": 12, "head": {"sha": SHA_B}, "base": {"ref": "main"},
                           "state": "closed", "merged_at": "2026-01-07T00:00:00Z",
                           "merge_commit_sha": merged}
-        logs += [one_night(tmp_path, work, i, rpm, fake) for i, rpm in enumerate(values[6:], 6)]
+        logs += [one_night(tmp_path, work, i, rpm, fake)
+                 for i, rpm in enumerate(VALUES[HEALTHY:], HEALTHY)]
     assert f"PR #12's acknowledgement of drain.req_per_min (maintainer: pinned memory is " \
         f"needed for correctness) now marks {merged[:12]}" in logs[6]
     assert "acknowledged" in logs[-1]  # detection's table: the change point's state
