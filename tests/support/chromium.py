@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -48,19 +50,53 @@ def open_page(path: Path, *, facts_js: str, width: int = 1000, height: int = 140
         raise AssertionError("chromium is not installed: .ci/run installs it "
                              "(apt-get install -y chromium)")
     with tempfile.TemporaryDirectory(prefix="gate-chromium-") as profile:
+        # Its own process group: Chromium's renderer and utility processes outlive the
+        # browser process by a moment and keep writing into the profile, so the profile is
+        # removed only once the whole group is gone.
         proc = subprocess.Popen([exe, *FLAGS, f"--user-data-dir={profile}",
                                  f"--window-size={width},{height}", "about:blank"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                start_new_session=True)
         try:
             port = _devtools_port(Path(profile), proc)
             return asyncio.run(_drive(port, path.resolve().as_uri(), facts_js, width, height))
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            _stop_group(proc)
+
+
+def _stop_group(proc: subprocess.Popen) -> None:
+    """SIGTERM to the browser's process group, SIGKILL to what is left after 20 s, and
+    return only when no live process of the group remains (zombies that no init reaps
+    write nothing, so they do not count)."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            proc.poll()
+            if not _live_members(proc.pid):
+                break
+            time.sleep(0.05)
+        else:
+            continue
+        break
+    proc.wait()
+
+
+def _live_members(pgid: int) -> list[int]:
+    live = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue  # exited while listed
+        # pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses
+        state, _ppid, pgrp = text[text.rindex(")") + 2:].split()[:3]
+        if int(pgrp) == pgid and state != "Z":
+            live.append(int(stat.parent.name))
+    return live
 
 
 def _devtools_port(profile: Path, proc: subprocess.Popen) -> int:
@@ -99,7 +135,8 @@ async def _drive(port: int, url: str, facts_js: str, width: int, height: int) ->
 
 class _Session:
     def __init__(self, ws: aiohttp.ClientWebSocketResponse):
-        self.ws, self.next_id, self.errors = ws, 0, []
+        self.ws, self.next_id = ws, 0
+        self.errors: list[str] = []
         self.events: list[str] = []
 
     def _note(self, msg: dict) -> None:
