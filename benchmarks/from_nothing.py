@@ -10,7 +10,13 @@ empty noise folder, then A/As with what those runs left, and one table of what h
 4. what they left: each A/A's folder added with `gate calibrate --add DIR --trusted both`
    (the same build on both sides) and each quarter A/B's base side with `--trusted base`,
    into one noise folder; then `--after` A/As (default 5) with it: their median must be at
-   most 10 minutes.
+   most 10 minutes. Each after-A/A is added the same way once it has ended (trusted code, A/A
+   shaped): every trusted run makes the next one cheaper, as a runner that keeps its noise
+   folder would have it.
+
+`--earlier DIR` (repeatable) counts an earlier series on this machine (its rows.json) towards
+the goals and adds its runs to what is left, so that five runs of each kind can be gathered
+over several sittings; `--doubled 0` skips the doubled step when an earlier series has it.
 
 It asserts nothing; it prints per run the outcome, rounds and minutes, and the counts against
 those goals. Run it alone on the machine, under the lock every real server takes:
@@ -91,10 +97,10 @@ def ab(out: Path, name: str, args: argparse.Namespace, noise: Path, step: float 
     return row
 
 
-def add(out: Path, name: str, trusted: str, noise: Path) -> None:
-    proc, _ = gate(["calibrate", "--add", str(out / name), "--trusted", trusted,
+def add(out: Path, folder: Path, trusted: str, noise: Path) -> None:
+    proc, _ = gate(["calibrate", "--add", str(folder), "--trusted", trusted,
                     "--noise-dir", str(noise)], out / "caches" / "add")
-    print(f"  add {name} ({trusted}): {(proc.stdout or proc.stderr).strip()[:160]}", flush=True)
+    print(f"  add {folder.name} ({trusted}): {(proc.stdout or proc.stderr).strip()[:160]}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -106,6 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--after", type=int, default=5)
     p.add_argument("--lock", type=Path, help="a lock file taken around each gate command")
     p.add_argument("--budget-minutes", type=float, help="each A/B's budget (default: the plan's)")
+    p.add_argument("--doubled", type=int, default=1, choices=(0, 1))
+    p.add_argument("--earlier", type=Path, action="append", default=[],
+                   help="an earlier series' --out on this machine (repeatable)")
     args = p.parse_args(argv)
     global LOCK
     LOCK = args.lock
@@ -119,13 +128,21 @@ def main(argv: list[str] | None = None) -> int:
         if i < args.quarter:
             rows.append(("from nothing: quarter step",
                          ab(out, f"quarter-{i + 1}", args, empty, 0.25)))
-    rows.append(("from nothing: doubled step", ab(out, "doubled", args, empty, 1.0)))
-    for kind, row in rows:
+    if args.doubled:
+        rows.append(("from nothing: doubled step", ab(out, "doubled", args, empty, 1.0)))
+    earlier = [(kind, {**row, "run": f"{folder.name}/{row['run']}",
+                        "path": str(folder / row["run"])}) for folder in args.earlier
+               for kind, row in json.loads((folder / "rows.json").read_text())]
+    for kind, row in earlier + rows:
         if row["exit"] in (0, 1, 3):  # a judged run, whatever its outcome
-            add(out, row["run"], "both" if kind.endswith("A/A") else "base", left)
+            add(out, Path(row.get("path", out / row["run"])),
+                "both" if kind.endswith("A/A") else "base", left)
     for i in range(args.after):
         rows.append(("with what they left: A/A", ab(out, f"after-{i + 1}", args, left, None)))
+        if rows[-1][1]["exit"] in (0, 1, 3):
+            add(out, out / rows[-1][1]["run"], "both", left)
     (out / "rows.json").write_text(json.dumps(rows, indent=1))
+    rows = earlier + rows
     print()
     print(tabulate([[k, r["run"], r["outcome"], r["rounds"], f"{r['minutes']:.1f}", r["note"]]
                     for k, r in rows],
