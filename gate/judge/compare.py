@@ -262,9 +262,21 @@ def _spread_check(slot: Slot, spread: seq.SpreadResult, shown: list[seq.RoundPai
         ci_low_pct=lo_pct, ci_high_pct=hi_pct,
         threshold=spread.threshold_pct, outcome=spread.outcome, head_n=len(shown),
         base_n=len(shown), decided_at_round=spread.decided_at_round,
+        note=_unshown_spread_note(spread),
         interval_source=f"F test of the head's round-to-round spread against the base's "
         f"({spread.df} df each); fails when the head's is past "
         f"{1 + spread.threshold_pct / 100:g}x the base's; 90% interval of the ratio of sds")
+
+
+def _unshown_spread_note(spread: seq.SpreadResult) -> str:
+    """A spread check passes unless the F test shows the head past its threshold: with few
+    rounds a ratio past it as measured is still a pass, which a reader must not take for
+    "within the threshold"."""
+    if spread.outcome != Outcome.PASS or spread.ratio is None or \
+            not spread.ratio > 1.0 + spread.threshold_pct / 100.0:
+        return ""
+    return (f"past the threshold as measured, but not shown past it: {spread.df} df a side "
+            "cannot tell this from noise at the spread check's share of the error budget")
 
 
 def ab_design(head: Results, base: Results, family: int) -> tuple[seq.Design, CalibrationDesign]:

@@ -175,3 +175,18 @@ def test_a_spread_checks_interval_is_shown_only_when_it_says_something():
     spread = check(many, "spread.sweep.c8.tpot_p50_ms")
     assert spread.ci_low_pct is not None and spread.ci_high_pct is not None
     assert (1 + spread.ci_high_pct / 100) / (1 + spread.ci_low_pct / 100) <= 4.0
+
+
+def test_a_spread_past_its_threshold_but_not_shown_past_it_says_so():
+    """Four blocks: the head's rounds spread about 1.8x the base's, past the 1.5x threshold as
+    measured, but 4 degrees of freedom a side cannot tell that from noise: the row passes and
+    says it was not shown past, where a head as steady as its base has no such note."""
+    base = rounds([10.0, 10.1, 10.0, 10.1, 10.0, 10.1, 10.0, 10.1])
+    jittery = rounds([10.0, 10.18, 10.0, 10.18, 10.0, 10.18, 10.0, 10.18])
+    spread = check(ab(jittery, base), "spread.sweep.c8.tpot_p50_ms")
+    assert spread.outcome == Outcome.PASS
+    assert spread.delta_pct is not None and spread.delta_pct > 50.0
+    assert "not shown past it" in spread.note
+    steady = check(ab(rounds([10.0, 10.1, 10.0, 10.1, 10.0, 10.1, 10.0, 10.1]), base),
+                   "spread.sweep.c8.tpot_p50_ms")
+    assert steady.outcome == Outcome.PASS and steady.note == ""
