@@ -273,9 +273,13 @@ def spreads_table(truth: Truth) -> list[list[str]]:
     return rows
 
 
-def correlations(truth: Truth) -> list[list[str]]:
+# Fewer block means than this say nothing about a correlation (two give +-1 exactly).
+MIN_CORRELATED_BLOCKS = 8
+
+
+def correlations(truth: Truth) -> tuple[list[list[str]], list[str]]:
     """The kept calibration's block means of the checks a plan could judge: which move
-    together (the same signal twice)."""
+    together (the same signal twice). No rows where its run has too few block means."""
     cal = noise_mod.load_calibration(truth.path)
     run = next(r for r in cal.runs if r.design == calibrated_design(truth.plan))
     names = ["sweep.c4.tpot_p50_ms", "sweep.c4.ttft_p50_ms", "ratio.c4.ttft_p50",
@@ -283,6 +287,8 @@ def correlations(truth: Truth) -> list[list[str]]:
              "ratio.c8.tpot_p50"]
     names = [n for n in names if n in run.checks]
     means = np.array([run.checks[n].block_means for n in names])
+    if means.ndim < 2 or means.shape[1] < MIN_CORRELATED_BLOCKS:
+        return [], names
     c = np.corrcoef(means)
     return [[n, f"{run.checks[n].within_sd:.1%}"] + [f"{c[i, j]:+.2f}" for j in range(len(names))]
             for i, n in enumerate(names)], names
@@ -311,10 +317,16 @@ def render(args: argparse.Namespace) -> str:
             "check", "threshold", "block mean sd", "df", "between pairs", "between rounds"],
             tablefmt="github", disable_numparse=True) + "\n")
         rows, names = correlations(truth)
-        out.append("Block means of the TPOT and TTFT checks, correlated (with each check's sd "
-                   "of a round around its block):\n")
-        out.append(tabulate(rows, headers=["check", "round sd", *names], tablefmt="github",
-                            disable_numparse=True) + "\n")
+        if rows:
+            out.append("Block means of the TPOT and TTFT checks, correlated (with each check's "
+                       "sd of a round around its block):\n")
+            out.append(tabulate(rows, headers=["check", "round sd", *names], tablefmt="github",
+                                disable_numparse=True) + "\n")
+        else:
+            out.append("Block means of the TPOT and TTFT checks: not correlated here, the "
+                       "file's first run of this design has fewer than "
+                       f"{MIN_CORRELATED_BLOCKS} block means (a correlation of so few says "
+                       "nothing).\n")
         row, _ = nothing_row(truth, args)
         out.append(f"Error rates and cost ({args.calibrations} simulated calibrations per row "
                    f"of {args.calibration_blocks} blocks, {args.paths} A/Bs per scenario and "
