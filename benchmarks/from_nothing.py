@@ -86,7 +86,7 @@ def ab(out: Path, name: str, args: argparse.Namespace, noise: Path, step: float 
         cmd += ["--head-env", f"PYTHONPATH={FIXTURE}", "--head-env",
                 f"GATE_FIXTURE_STEP_FRACTION={step:g}"]
     proc, wall = gate(cmd, cache)
-    row = {"run": name, "exit": proc.returncode, "minutes": wall / 60, "outcome": "none",
+    row = {"run": name, "path": str(folder), "exit": proc.returncode, "minutes": wall / 60, "outcome": "none",
            "rounds": None, "note": (proc.stderr.strip().splitlines() or ["?"])[-1][:120]}
     verdict = folder / "verdict.json"
     if verdict.is_file():
@@ -97,10 +97,16 @@ def ab(out: Path, name: str, args: argparse.Namespace, noise: Path, step: float 
     return row
 
 
-def add(out: Path, folder: Path, trusted: str, noise: Path) -> None:
+def add(out: Path, kind: str, row: dict, noise: Path) -> None:
+    """A judged run, whatever its outcome, into `noise`: both sides of an A/A (the same
+    build), the base side of an A/B against the fixture."""
+    if row["exit"] not in (0, 1, 3):
+        return
+    folder, trusted = Path(row["path"]), "both" if kind.endswith("A/A") else "base"
     proc, _ = gate(["calibrate", "--add", str(folder), "--trusted", trusted,
                     "--noise-dir", str(noise)], out / "caches" / "add")
-    print(f"  add {folder.name} ({trusted}): {(proc.stdout or proc.stderr).strip()[:160]}", flush=True)
+    print(f"  add {folder.name} ({trusted}): {(proc.stdout or proc.stderr).strip()[:160]}",
+          flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -134,13 +140,10 @@ def main(argv: list[str] | None = None) -> int:
                         "path": str(folder / row["run"])}) for folder in args.earlier
                for kind, row in json.loads((folder / "rows.json").read_text())]
     for kind, row in earlier + rows:
-        if row["exit"] in (0, 1, 3):  # a judged run, whatever its outcome
-            add(out, Path(row.get("path", out / row["run"])),
-                "both" if kind.endswith("A/A") else "base", left)
+        add(out, kind, row, left)
     for i in range(args.after):
         rows.append(("with what they left: A/A", ab(out, f"after-{i + 1}", args, left, None)))
-        if rows[-1][1]["exit"] in (0, 1, 3):
-            add(out, out / rows[-1][1]["run"], "both", left)
+        add(out, *rows[-1], left)
     (out / "rows.json").write_text(json.dumps(rows, indent=1))
     rows = earlier + rows
     print()

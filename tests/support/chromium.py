@@ -73,16 +73,19 @@ def _stop_group(proc: subprocess.Popen) -> None:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:
             break
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            proc.poll()
-            if not _live_members(proc.pid):
-                break
-            time.sleep(0.05)
-        else:
-            continue
-        break
+        if _group_stopped(proc, timeout_s=20):
+            break
     proc.wait()
+
+
+def _group_stopped(proc: subprocess.Popen, *, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        proc.poll()  # reaps the leader, which is ours
+        if not _live_members(proc.pid):
+            return True
+        time.sleep(0.05)
+    return False
 
 
 def _live_members(pgid: int) -> list[int]:
