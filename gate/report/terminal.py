@@ -79,7 +79,7 @@ def _fmt(value: float | None, unit: str = "") -> str:
     return f"{value:.4g}"
 
 
-def _check_row(c: Check) -> list[str]:
+def _check_row(c: Check, *, footnote: int | None = None) -> list[str]:
     if c.kind == "relative":
         delta = f"{c.delta_pct:+.1f}%"
         interval = "none yet" if c.ci_low_pct is None or c.ci_high_pct is None else \
@@ -90,6 +90,8 @@ def _check_row(c: Check) -> list[str]:
         interval = f"{c.ci_low:.3g} .. {c.ci_high:.3g}" if c.ci_low is not None else ""
         threshold = f"{'>=' if c.direction == 'higher_is_better' else '<='} {_fmt(c.threshold, c.unit)}"
     outcome = f"{c.outcome.value} (improved)" if c.improved else c.outcome.value
+    if footnote is not None:
+        outcome += f" [{footnote}]"  # the check's own note, under the table
     return [c.label, _fmt(c.base, c.unit), _fmt(c.head, c.unit), delta, interval, threshold,
             outcome]
 
@@ -97,13 +99,17 @@ def _check_row(c: Check) -> list[str]:
 def render_verdict(v: Verdict) -> str:
     """The verdict line first, then every check, then errors, notes and advice."""
     lines = [v.headline, ""]
+    noted = [c for c in v.checks if c.note]
     if v.checks:
         headers = ["metric", "base", "head", "delta", "interval", "threshold", "outcome"]
-        lines.append(tabulate([_check_row(c) for c in v.checks], headers=headers,
-                              disable_numparse=True))
+        rows = [_check_row(c, footnote=noted.index(c) + 1 if c in noted else None)
+                for c in v.checks]
+        lines.append(tabulate(rows, headers=headers, disable_numparse=True))
+    check_notes = [f"[{i}] {c.label}: {c.note}" for i, c in enumerate(noted, 1)]
     earlier = [v.earlier_test] if v.earlier_test else []
-    for title, items in (("warnings", v.warnings), ("errors", v.errors), ("notes", v.notes),
-                         ("advice", v.advice), ("rerun", earlier)):
+    for title, items in (("check notes", check_notes), ("warnings", v.warnings),
+                         ("errors", v.errors), ("notes", v.notes), ("advice", v.advice),
+                         ("rerun", earlier)):
         if items:
             lines += ["", f"{title}:"] + [f"  - {item}" for item in items]
     return "\n".join(lines)

@@ -190,3 +190,17 @@ def test_a_spread_past_its_threshold_but_not_shown_past_it_says_so():
     steady = check(ab(rounds([10.0, 10.1, 10.0, 10.1, 10.0, 10.1, 10.0, 10.1]), base),
                    "spread.sweep.c8.tpot_p50_ms")
     assert steady.outcome == Outcome.PASS and steady.note == ""
+
+
+def test_the_terminal_table_points_a_noted_row_to_its_note():
+    """`gate compare`/`gate ab` print the table: a spread row past its threshold but not shown
+    past it carries a footnote mark, and its note is printed under the table."""
+    base = rounds([10.0, 10.1, 10.0, 10.1, 10.0, 10.1, 10.0, 10.1])
+    jittery = rounds([10.0, 10.18, 10.0, 10.18, 10.0, 10.18, 10.0, 10.18])
+    text = render_verdict(ab(jittery, base))
+    row = next(line for line in text.splitlines()
+               if line.startswith("round-to-round spread of TPOT p50"))
+    mark = row.split()[-1]
+    assert mark.startswith("[") and row.split()[-2] == "pass"
+    assert f"{mark} round-to-round spread of TPOT p50" in text.split("check notes:")[1]
+    assert "not shown past it" in text.split("check notes:")[1]
