@@ -42,12 +42,13 @@ def look_weights(horizon: int = LOOK_HORIZON) -> np.ndarray:
     return np.where(j < FIRST_LOOK, 0.0, w)
 
 
-def crossing_scale(prior_df: int, units_per_look: int, paths: int, seed: int) -> np.ndarray:
+def crossing_scale(prior_df: int, units_per_look: int, paths: int, seed: int, *,
+                   horizon: int = LOOK_HORIZON) -> np.ndarray:
     """Per simulated path of standard normal units: the smallest g at which the one-sided t
     test (units so far, pooled with a chi-square prior of `prior_df` df) with per-look level
-    g x w_J crosses at some look within LOOK_HORIZON; sorted."""
+    g x w_J crosses at some look within `horizon` looks (the table's: LOOK_HORIZON); sorted."""
     rng = np.random.default_rng([seed, prior_df, units_per_look])
-    w = look_weights()
+    w = look_weights(horizon)
     looks = np.flatnonzero(w > 0)
     n = (looks + 1) * units_per_look  # units behind each look
     df = prior_df + n - 1.0
@@ -55,7 +56,7 @@ def crossing_scale(prior_df: int, units_per_look: int, paths: int, seed: int) ->
     chunk = 20_000
     for start in range(0, paths, chunk):
         size = min(chunk, paths - start)
-        z = rng.standard_normal((size, LOOK_HORIZON * units_per_look))
+        z = rng.standard_normal((size, horizon * units_per_look))
         prior = rng.chisquare(prior_df, size)[:, None] if prior_df > 0 else 0.0
         total = np.cumsum(z, axis=1)[:, n - 1]
         squares = np.cumsum(z * z, axis=1)[:, n - 1]

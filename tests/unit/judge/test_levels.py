@@ -50,6 +50,15 @@ def test_a_change_at_the_end_crosses_at_the_tabled_rate():
     assert np.mean(scale < g) == pytest.approx(0.05, abs=0.006)
 
 
+def test_levels_cut_at_a_shorter_horizon_give_each_look_more():
+    """Fewer looks share the error, so at the same error each gets a larger level; the
+    table's own horizon is the default."""
+    full = levels.crossing_scale(0, 1, 40_000, seed=3)
+    short = levels.crossing_scale(0, 1, 40_000, seed=3, horizon=5)
+    assert np.quantile(short, 0.01) > 1.2 * np.quantile(full, 0.01)
+    assert np.array_equal(levels.crossing_scale(0, 1, 2_000, seed=3, horizon=levels.LOOK_HORIZON),
+                          levels.crossing_scale(0, 1, 2_000, seed=3))
+
 def test_the_lookup_takes_the_safe_side_and_refuses_what_it_does_not_hold():
     tabled = sorted(int(k) for k in table()["scales"]["1"])
     assert 7 not in tabled and 6 in tabled
