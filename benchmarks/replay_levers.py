@@ -42,6 +42,7 @@ import numpy as np
 from gate.judge import checks as judge_checks
 from gate.judge import compare as judge_compare
 from gate.judge import levels, sequential
+from gate.judge import noise as noise_module
 from gate.judge.compare import ABReference, compare_results
 from gate.judge.noise import Noise, NoiseCalibration
 from gate.measure.results import Results, load_results
@@ -81,6 +82,7 @@ def _pooled(results: Results, slot: judge_checks.Slot) -> dict[int, float]:
 
 _shipped_per_repeat = judge_checks.per_repeat
 _shipped_levels = sequential._levels
+_shipped_enough = noise_module.ENOUGH_BLOCK_DF
 
 
 @contextlib.contextmanager
@@ -97,6 +99,8 @@ def lever(name: str) -> Iterator[None]:
             elif kind == "beta":
                 sequential._levels = lambda design, df, error, b=float(value), f=levels_now: f(  # type: ignore[assignment]
                     design, df, b if error == sequential.BETA else error)
+            elif kind == "pool-df":
+                noise_module.ENOUGH_BLOCK_DF = int(value)
             elif kind == "pooled":
                 judge_compare.per_repeat = _pooled  # type: ignore[assignment]
             elif kind != "shipped":
@@ -104,10 +108,11 @@ def lever(name: str) -> Iterator[None]:
         yield
     finally:
         sequential._levels = _shipped_levels  # type: ignore[assignment]
+        noise_module.ENOUGH_BLOCK_DF = _shipped_enough
         judge_compare.per_repeat = _shipped_per_repeat  # type: ignore[assignment]
 
 
-def replay(folder: Path, *, calibrated: bool) -> dict[str, tuple[str, int | None, float | None]]:
+def replay(folder: Path, *, calibrated: bool, levers: tuple[str, ...] = LEVERS) -> dict[str, tuple[str, int | None, float | None]]:
     """Per lever: outcome, the round the verdict decided at (None: undecided), its minutes."""
     state = json.loads((folder / "ab-state.json").read_text())
     cals = [NoiseCalibration.model_validate(c) for c in state["calibrations"]] if calibrated \
@@ -118,7 +123,7 @@ def replay(folder: Path, *, calibrated: bool) -> dict[str, tuple[str, int | None
     wall = json.loads((folder / "verdict.json").read_text())["runner_seconds"]["wall"]
     rounds_run = state["rounds_done"]
     out = {}
-    for name in LEVERS:
+    for name in levers:
         with lever(name):
             verdict = compare_results(head, ABReference(base), thresholds, noise=noise)
         at = _decided_at(verdict)
@@ -167,13 +172,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--from-nothing", nargs="*", default=[], type=Path)
     parser.add_argument("--calibrated", nargs="*", default=[], type=Path)
+    parser.add_argument("--levers", nargs="+", default=list(LEVERS),
+                        help="rules to replay, each a lever or levers joined by '+': shipped, "
+                        "horizon=H, beta=B, pooled, pool-df=N (a calibration pools runs until "
+                        "N block-mean df, not ENOUGH_BLOCK_DF)")
     args = parser.parse_args()
-    header = f"{'run':34s} " + " ".join(f"{name:>20s}" for name in LEVERS)
+    levers_asked = tuple(args.levers)
+    header = f"{'run':34s} " + " ".join(f"{name:>20s}" for name in levers_asked)
     print(header)
     minutes: dict[tuple[str, str], list[float | None]] = {}
     for folders, calibrated in ((args.from_nothing, False), (args.calibrated, True)):
         for folder in folders:
-            row = replay(folder, calibrated=calibrated)
+            row = replay(folder, calibrated=calibrated, levers=levers_asked)
             series = folder.name.split("-")[0] + ("" if not calibrated else " (calibrated)")
             cells = []
             for name, (outcome, at, mins) in row.items():
@@ -185,7 +195,7 @@ def main() -> None:
           "not decided within the run)")
     for series in sorted({s for s, _ in minutes}):
         cells = []
-        for name in LEVERS:
+        for name in levers_asked:
             values = minutes[(series, name)]
             decided = [m for m in values if m is not None]
             median = statistics.median([m if m is not None else math.inf for m in values])

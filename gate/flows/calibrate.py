@@ -229,11 +229,12 @@ def _cost(base: Results, head: Results, *, rounds: int, plan: Plan) -> Calibrati
     t = {k: base.timings_s.get(k, 0.0) + head.timings_s.get(k, 0.0)
          for k in set(base.timings_s) | set(head.timings_s)}
     measured = t.get("drain_s", 0.0) + t.get("sweep_s", 0.0)
-    startup = t.get("startup_s", 0.0)
-    if plan.ab.servers == "persistent":
-        startup /= 2  # a block's two servers start side by side
-    pair = startup + sum(t.get(k, 0.0) for k in ("model_s", "warmup_s", "doctor_s",
-                                                  "shutdown_s"))
+    # Summed over both builds, not halved: a block's two servers start side by side, but each
+    # build's startup_s is its own wait for health, and the second build's wait begins when
+    # the first's (and its warm-up) ends, so the two waits add up to the pair's start on the
+    # clock (halving them priced a block on a 2-core runner at 191 s against 221 s measured).
+    pair = sum(t.get(k, 0.0) for k in ("startup_s", "model_s", "warmup_s", "doctor_s",
+                                        "shutdown_s"))
     if not (measured > 0 and pair > 0):
         return None
     return CalibrationCost(pair_s=pair / blocks, round_s=measured / rounds)

@@ -64,6 +64,19 @@ def test_an_aa_of_one_trusted_build_adds_paired_rounds(tmp_path):
     assert again.returncode == 0 and len(stored(tmp_path / "noise")[0].runs) == 2
 
 
+def test_an_added_aa_prices_a_server_pair_by_both_builds_waits(tmp_path):
+    """Each build waited 160 s for its servers over 4 blocks, one wait after the other (the
+    second starts when the first ends), and warmed up 40 s: a pair costs (2 x 160 + 2 x 40) /
+    4 = 100 s on the clock, not half the waits; a round both builds' cells, 2 x 320 / 8."""
+    out = ab_folder(tmp_path)
+    proc = gate_in_process("calibrate", "--add", out, "--trusted", "both", "--noise-dir",
+                           tmp_path / "noise")
+    assert proc.returncode == 0, proc.stderr
+    cost = stored(tmp_path / "noise")[0].runs[0].cost
+    assert cost is not None
+    assert cost.pair_s == pytest.approx(100.0) and cost.round_s == pytest.approx(80.0)
+
+
 def test_the_base_side_of_an_ab_adds_only_its_own_spreads(tmp_path):
     other = fingerprint("NVIDIA A100-SXM4-80GB").model_copy(update={"versions": {"vllm": "0.99"}})
     out = ab_folder(tmp_path, head_fp=other)
