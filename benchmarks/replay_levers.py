@@ -16,8 +16,9 @@ for it:
   and that level's guided checks.
 
 It also prints how the two windows of that one condition agree within a round: a correlation
-near 0 says a window's noise is its own (a longer window shrinks it), near 1 that it is the
-round's (only more rounds or server pairs shrink it).
+near 0 says a window's noise is its own (pooling two windows halves its variance), near 1 that
+it is the round's (only more rounds or server pairs shrink it). Whether one longer window
+shrinks it as much is another measurement (docs/compare.md: here it did not).
 
     .venv/bin/python benchmarks/replay_levers.py --from-nothing RUNS/from-nothing*/{aa,quarter}-* \
         --calibrated RUNS/from-nothing*/after-*
