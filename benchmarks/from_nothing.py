@@ -86,8 +86,8 @@ def ab(out: Path, name: str, args: argparse.Namespace, noise: Path, step: float 
         cmd += ["--head-env", f"PYTHONPATH={FIXTURE}", "--head-env",
                 f"GATE_FIXTURE_STEP_FRACTION={step:g}"]
     proc, wall = gate(cmd, cache)
-    row = {"run": name, "path": str(folder), "exit": proc.returncode, "minutes": wall / 60, "outcome": "none",
-           "rounds": None, "note": (proc.stderr.strip().splitlines() or ["?"])[-1][:120]}
+    row = {"run": name, "path": str(folder), "exit": proc.returncode, "minutes": wall / 60,
+           "outcome": "none", "rounds": None, "note": (proc.stderr.strip().splitlines() or ["?"])[-1][:120]}
     verdict = folder / "verdict.json"
     if verdict.is_file():
         v = json.loads(verdict.read_text())

@@ -46,6 +46,7 @@ from gate.judge import levels, sequential
 from gate.judge import noise as noise_module
 from gate.judge.compare import ABReference, compare_results
 from gate.judge.noise import Noise, NoiseCalibration
+from gate.judge.verdict import Outcome, Verdict
 from gate.measure.results import Results, load_results
 from gate.plan.thresholds import Thresholds
 
@@ -66,6 +67,11 @@ def _scale(prior_df: int, units: int, error: float, horizon: int) -> float:
     return float(g[int(error * PATHS)])
 
 
+_shipped_per_repeat = judge_checks.per_repeat
+_shipped_levels = sequential._levels
+_shipped_enough = noise_module.ENOUGH_BLOCK_DF
+
+
 def _pooled(results: Results, slot: judge_checks.Slot) -> dict[int, float]:
     own = _shipped_per_repeat(results, slot)
     metric = slot.metric
@@ -81,31 +87,28 @@ def _pooled(results: Results, slot: judge_checks.Slot) -> dict[int, float]:
     return out
 
 
-_shipped_per_repeat = judge_checks.per_repeat
-_shipped_levels = sequential._levels
-_shipped_enough = noise_module.ENOUGH_BLOCK_DF
-
-
 @contextlib.contextmanager
 def lever(name: str) -> Iterator[None]:
     """The judge with the named levers applied ("+" joins several), restored on the way out."""
+    settings = dict(part.partition("=")[::2] for part in name.split("+"))
+    unknown = set(settings) - {"shipped", "horizon", "beta", "pool-df", "pooled"}
+    if unknown:
+        raise SystemExit(f"unknown lever(s) in {name!r}: {', '.join(sorted(unknown))}")
+    horizon = int(settings["horizon"]) if "horizon" in settings else None
+    beta = float(settings["beta"]) if "beta" in settings else sequential.BETA
+
+    def levels_of(design: sequential.Design, df: int, error: float) -> np.ndarray:
+        error = beta if error == sequential.BETA else error
+        if horizon is None:
+            return _shipped_levels(design, df, error)
+        return _scale(int(df), design.units_per_block, error, horizon) * _weights(horizon)
+
     try:
-        for part in name.split("+"):
-            kind, _, value = part.partition("=")
-            levels_now = sequential._levels
-            if kind == "horizon":
-                horizon = int(value)
-                sequential._levels = lambda design, df, error, h=horizon: (  # type: ignore[assignment]
-                    _scale(int(df), design.units_per_block, error, h) * _weights(h))
-            elif kind == "beta":
-                sequential._levels = lambda design, df, error, b=float(value), f=levels_now: f(  # type: ignore[assignment]
-                    design, df, b if error == sequential.BETA else error)
-            elif kind == "pool-df":
-                noise_module.ENOUGH_BLOCK_DF = int(value)
-            elif kind == "pooled":
-                judge_compare.per_repeat = _pooled  # type: ignore[assignment]
-            elif kind != "shipped":
-                raise SystemExit(f"unknown lever {part!r}")
+        sequential._levels = levels_of  # type: ignore[assignment]
+        if "pool-df" in settings:
+            noise_module.ENOUGH_BLOCK_DF = int(settings["pool-df"])
+        if "pooled" in settings:
+            judge_compare.per_repeat = _pooled  # type: ignore[assignment]
         yield
     finally:
         sequential._levels = _shipped_levels  # type: ignore[assignment]
@@ -113,7 +116,8 @@ def lever(name: str) -> Iterator[None]:
         judge_compare.per_repeat = _shipped_per_repeat  # type: ignore[assignment]
 
 
-def replay(folder: Path, *, calibrated: bool, levers: tuple[str, ...] = LEVERS) -> dict[str, tuple[str, int | None, float | None]]:
+def replay(folder: Path, *, calibrated: bool, levers: tuple[str, ...] = LEVERS
+           ) -> dict[str, tuple[str, int | None, float | None]]:
     """Per lever: outcome, the round the verdict decided at (None: undecided), its minutes."""
     state = json.loads((folder / "ab-state.json").read_text())
     cals = [NoiseCalibration.model_validate(c) for c in state["calibrations"]] if calibrated \
@@ -133,18 +137,18 @@ def replay(folder: Path, *, calibrated: bool, levers: tuple[str, ...] = LEVERS) 
     return out
 
 
-def _decided_at(verdict) -> int | None:
+def _decided_at(verdict: Verdict) -> int | None:
     """The round the verdict was decided at: its first failing check's, or (a pass) the last
     of its checks' to pass; None when undecided."""
     tested = [c for c in verdict.checks
               if not c.name.startswith(("spread.", "validity.", "requests."))]
-    if verdict.outcome.value == "fail":
+    if verdict.outcome == Outcome.FAIL:
         return min((c.decided_at_round for c in tested
-                    if c.outcome.value == "fail" and c.decided_at_round), default=None)
-    if verdict.outcome.value == "pass":
-        rounds = [c.decided_at_round for c in tested]
-        return None if None in rounds else max(r for r in rounds if r is not None)
-    return None
+                    if c.outcome == Outcome.FAIL and c.decided_at_round), default=None)
+    rounds = [c.decided_at_round for c in tested]
+    if verdict.outcome != Outcome.PASS or None in rounds:
+        return None
+    return max(r for r in rounds if r is not None)
 
 
 def window_agreement(folders: list[Path]) -> tuple[int, float] | None:

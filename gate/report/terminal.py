@@ -100,10 +100,10 @@ def render_verdict(v: Verdict) -> str:
     """The verdict line first, then every check, then errors, notes and advice."""
     lines = [v.headline, ""]
     noted = [c for c in v.checks if c.note]
+    marks = {id(c): i for i, c in enumerate(noted, 1)}
     if v.checks:
         headers = ["metric", "base", "head", "delta", "interval", "threshold", "outcome"]
-        rows = [_check_row(c, footnote=noted.index(c) + 1 if c in noted else None)
-                for c in v.checks]
+        rows = [_check_row(c, footnote=marks.get(id(c))) for c in v.checks]
         lines.append(tabulate(rows, headers=headers, disable_numparse=True))
     check_notes = [f"[{i}] {c.label}: {c.note}" for i, c in enumerate(noted, 1)]
     earlier = [v.earlier_test] if v.earlier_test else []

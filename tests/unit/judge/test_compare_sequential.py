@@ -177,27 +177,26 @@ def test_a_spread_checks_interval_is_shown_only_when_it_says_something():
     assert (1 + spread.ci_high_pct / 100) / (1 + spread.ci_low_pct / 100) <= 4.0
 
 
+STEADY = [10.0, 10.1] * 4
+JITTERY = [10.0, 10.18] * 4  # rounds spread about 1.8x STEADY's
+
+
 def test_a_spread_past_its_threshold_but_not_shown_past_it_says_so():
     """Four blocks: the head's rounds spread about 1.8x the base's, past the 1.5x threshold as
     measured, but 4 degrees of freedom a side cannot tell that from noise: the row passes and
     says it was not shown past, where a head as steady as its base has no such note."""
-    base = rounds([10.0, 10.1, 10.0, 10.1, 10.0, 10.1, 10.0, 10.1])
-    jittery = rounds([10.0, 10.18, 10.0, 10.18, 10.0, 10.18, 10.0, 10.18])
-    spread = check(ab(jittery, base), "spread.sweep.c8.tpot_p50_ms")
+    spread = check(ab(rounds(JITTERY), rounds(STEADY)), "spread.sweep.c8.tpot_p50_ms")
     assert spread.outcome == Outcome.PASS
     assert spread.delta_pct is not None and spread.delta_pct > 50.0
     assert "not shown past it" in spread.note
-    steady = check(ab(rounds([10.0, 10.1, 10.0, 10.1, 10.0, 10.1, 10.0, 10.1]), base),
-                   "spread.sweep.c8.tpot_p50_ms")
+    steady = check(ab(rounds(STEADY), rounds(STEADY)), "spread.sweep.c8.tpot_p50_ms")
     assert steady.outcome == Outcome.PASS and steady.note == ""
 
 
 def test_the_terminal_table_points_a_noted_row_to_its_note():
     """`gate compare`/`gate ab` print the table: a spread row past its threshold but not shown
     past it carries a footnote mark, and its note is printed under the table."""
-    base = rounds([10.0, 10.1, 10.0, 10.1, 10.0, 10.1, 10.0, 10.1])
-    jittery = rounds([10.0, 10.18, 10.0, 10.18, 10.0, 10.18, 10.0, 10.18])
-    text = render_verdict(ab(jittery, base))
+    text = render_verdict(ab(rounds(JITTERY), rounds(STEADY)))
     row = next(line for line in text.splitlines()
                if line.startswith("round-to-round spread of TPOT p50"))
     mark = row.split()[-1]

@@ -59,6 +59,7 @@ def test_levels_cut_at_a_shorter_horizon_give_each_look_more():
     assert np.array_equal(levels.crossing_scale(0, 1, 2_000, seed=3, horizon=levels.LOOK_HORIZON),
                           levels.crossing_scale(0, 1, 2_000, seed=3))
 
+
 def test_the_lookup_takes_the_safe_side_and_refuses_what_it_does_not_hold():
     tabled = sorted(int(k) for k in table()["scales"]["1"])
     assert 7 not in tabled and 6 in tabled
