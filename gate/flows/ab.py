@@ -162,8 +162,8 @@ def ab(options: ABOptions) -> ABResult | NoDesign:
     options.progress(f"design: {design.description}")
     if design.note:
         options.progress(f"  note: {design.note}")
-    setup = ABSetup(pairing=Pairing(plan=plan, sides=sides, cache_dir=options.cache_dir,
-                                    progress=options.progress),
+    setup = ABSetup(pairing=Pairing(plan=plan, thresholds=thresholds, sides=sides,
+                                    cache_dir=options.cache_dir, progress=options.progress),
                     thresholds=thresholds, noise=noise, design=design, out=options.out)
     tally = Tally(profiler=Profiler(plan=plan, out=options.out, profiling=options.profiling,
                                     progress=options.progress))
@@ -204,8 +204,8 @@ def resume(options: ResumeOptions) -> ABResult:
     state.check_resumable(plan, earlier, {label: s.fingerprint for label, s in sides.items()})
     for label, side in sides.items():
         side.earlier = earlier[label]
-    setup = ABSetup(pairing=Pairing(plan=plan, sides=sides, cache_dir=options.cache_dir,
-                                    progress=options.progress),
+    setup = ABSetup(pairing=Pairing(plan=plan, thresholds=state.thresholds, sides=sides,
+                                    cache_dir=options.cache_dir, progress=options.progress),
                     thresholds=state.thresholds, noise=state.noise(), design=state.design,
                     out=options.out)
     tally = Tally(profiler=Profiler(plan=plan, out=options.out, profiling=options.profiling,

@@ -22,6 +22,7 @@ block, and its end names the side (SideError).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import time
 from collections.abc import Callable
@@ -31,6 +32,7 @@ from pathlib import Path
 from gate.core.errors import GateError
 from gate.core.progress import Progress
 from gate.flows.sides import Side, SideError, blame, refuse_other_runner
+from gate.judge.checks import cells_read
 from gate.judge.noise import CalibrationCost
 from gate.judge.sizing import RunnerCost
 from gate.measure.measured_build import (
@@ -41,9 +43,10 @@ from gate.measure.measured_build import (
     open_measured_build,
     start_server,
 )
-from gate.measure.results import Results
+from gate.measure.results import CellKey, Results
 from gate.measure.server import paused
 from gate.plan.spec import Plan
+from gate.plan.thresholds import Thresholds
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,9 +55,14 @@ class Pairing:
     calibration."""
 
     plan: Plan
+    thresholds: Thresholds  # with ab.cells judged, which cells a round measures
     sides: dict[str, Side]
     cache_dir: Path
     progress: Progress
+
+    def cells(self, r: int) -> list[Cell]:
+        """Round `r`'s cells (0-based)."""
+        return round_cells(self.plan, self.thresholds, r)
 
     def launch(self, side: Side, server_dir: str, *, block: int) -> Launch:
         """How `side`'s server starts in `block` (0-based): with ab.isolation split, bound to
@@ -213,10 +221,10 @@ def _alternating_round(pairing: Pairing, servers: dict[str, MeasuredBuild], *, r
     cell's build order is never the same in two rounds of a block); with ab.isolation paused,
     the other build's server is stopped while one measures."""
     pairing.progress(f"A/B round {r + 1} of at most {max_rounds}")
-    order = cell_order(pairing.plan)
+    order = cell_order(pairing.cells(0))
     pause = pairing.plan.ab.isolation == "paused"
     base, head = servers["base"], servers["head"]
-    for cell in cells_for_repeat(pairing.plan, r):
+    for cell in pairing.cells(r):
         first = (r + order[_identity(cell)]) % 2 == 0
         for measured, other in ((base, head), (head, base)) if first else ((head, base),
                                                                          (base, head)):
@@ -226,13 +234,49 @@ def _alternating_round(pairing: Pairing, servers: dict[str, MeasuredBuild], *, r
 
 
 def _identity(cell: Cell) -> tuple[str, str, int]:
-    return cell.key.phase, cell.key.arm, cell.key.concurrency
+    return _identity_of(cell.key)
 
 
-def cell_order(plan: Plan) -> dict[tuple[str, str, int], int]:
+def cell_order(first_round: list[Cell]) -> dict[tuple[str, str, int], int]:
     """A stable index per cell (its place in round 1): the build order of a cell depends on
     it and the round only, not on where the interleaved sweep puts the cell in a round."""
-    return {_identity(c): i for i, c in enumerate(cells_for_repeat(plan, 0))}
+    return {_identity(c): i for i, c in enumerate(first_round)}
+
+
+def round_cells(plan: Plan, thresholds: Thresholds, r: int) -> list[Cell]:
+    """The cells of an A/B or calibration round (0-based `r`). With ab.cells judged: only those
+    a judged check reads, and the sweep's guided cell at the drain's concurrency measured in
+    the drain's window when their windows follow the same rule: the same condition, which two
+    windows a round measured twice with noise of each window's own (docs/compare.md, "What a
+    round measures")."""
+    cells = cells_for_repeat(plan, r)
+    if plan.ab.cells == "all":
+        return cells
+    read = cells_read(plan, thresholds)
+    twin = _drain_twin(plan, r)
+    if twin is not None and not {("drain", "guided", plan.drain.concurrency),
+                                 _identity_of(twin)} <= read:
+        twin = None  # one of the two is not judged: the other is measured on its own
+    return [dataclasses.replace(cell, also=twin) if cell.key.phase == "drain" else cell
+            for cell in cells if _identity(cell) in read and cell.key != twin]
+
+
+def _identity_of(key: CellKey) -> tuple[str, str, int]:
+    return key.phase, key.arm, key.concurrency
+
+
+def _drain_twin(plan: Plan, r: int) -> CellKey | None:
+    """The sweep cell that the drain's window can stand for: guided, at the drain's
+    concurrency, a window of the same length, at least as many requests, the same cap."""
+    drain, sweep = plan.drain, plan.sweep
+    level = drain.concurrency
+    if not (drain.enabled and sweep.enabled and drain.window_s is not None
+            and "guided" in sweep.arms and level in sweep.levels):
+        return None
+    alike = (drain.window_s == sweep.window_at(level)
+             and drain.requests >= sweep.min_requests_factor * level
+             and max(drain.max_window_s, drain.window_s) == sweep.max_window_s)
+    return CellKey("sweep", "guided", level, r) if alike else None
 
 
 def split_cpus(label: str, block: int, *, cpus: set[int] | None = None) -> tuple[int, ...]:
@@ -279,7 +323,7 @@ def _fresh_round(pairing: Pairing, *, r: int, max_rounds: int) -> float:
             side.measured.append(measured)
             refuse_other_runner(pairing.sides)
             t0 = time.monotonic()
-            for cell in cells_for_repeat(pairing.plan, r):
+            for cell in pairing.cells(r):
                 measured.measure(cell)
             seconds += time.monotonic() - t0
     return seconds

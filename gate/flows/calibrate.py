@@ -123,8 +123,8 @@ def _measure(options: CalibrateOptions) -> tuple[Results, Results, CalibrationCo
                                            env=options.build.env),
                               out=options.out, cache_dir=options.cache_dir)
              for label in ("base", "head")}
-    pairing = Pairing(plan=fixed, sides=sides, cache_dir=options.cache_dir,
-                      progress=options.progress)
+    pairing = Pairing(plan=fixed, thresholds=plan.thresholds, sides=sides,
+                      cache_dir=options.cache_dir, progress=options.progress)
     costs = Costs()
     measured = _aa_blocks(pairing, costs, rounds=rounds)
     out = pairing.results(rounds=measured, max_rounds=rounds)

@@ -173,6 +173,19 @@ def planned_slots(plan: Plan, thresholds: Thresholds) -> list[Slot]:
     return judged(out, thresholds)
 
 
+def cells_read(plan: Plan, thresholds: Thresholds) -> set[tuple[str, str, int]]:
+    """The cells (phase, arm, concurrency) the judged checks of an A/B of `plan` read: a
+    ratio reads its level's cell of each of its two arms."""
+    read = set()
+    for slot in planned_slots(plan, thresholds):
+        metric, level = slot.metric, slot.concurrency
+        if metric.phase == "ratio":
+            read |= {("sweep", metric.arm, level), ("sweep", "free", level)}
+        else:
+            read.add((metric.phase, metric.arm, level))
+    return read
+
+
 def judged(found: list[Slot], thresholds: Thresholds) -> list[Slot]:
     """The slots whose threshold is set (a null threshold switches a check off), one per
     measurement, and the wait a schema adds from `ttft_wait_min_concurrency` up."""

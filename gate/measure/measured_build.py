@@ -51,6 +51,10 @@ class Cell:
 
     key: CellKey
     requests: int = 0
+    # Another cell of the same condition that this cell's window stands for (ab.cells:
+    # judged: the sweep's guided cell at the drain's concurrency): summarised under both keys,
+    # its requests recorded once.
+    also: CellKey | None = None
 
     @property
     def label(self) -> str:
@@ -265,6 +269,12 @@ class MeasuredBuild:
                                      cpu_mhz=probes.read_cpu_mhz())})
         self.records += records
         self.cells.append(summary)
+        if cell.also is not None:
+            also = cell.also
+            self.cells.append(summary.model_copy(update={
+                "phase": also.phase, "arm": also.arm, "concurrency": also.concurrency,
+                "repeat": also.repeat, "window_of": cell.key.phase,
+                "machine": None}))  # the runner's sample is its window's cell's, counted once
         self.progress(cell_line(self.label, cell, summary))
         return summary
 
@@ -276,6 +286,8 @@ class MeasuredBuild:
         for r in self.records:
             by_key.setdefault(r.key, []).append(r)
         for summary in self.cells:
+            if summary.window_of is not None:  # its window's cell says what broke
+                continue
             records = by_key.get(summary.key, [])
             out += cell_problems(records, summary.key.label)
             if summary.coalesced_requests:

@@ -181,6 +181,9 @@ class CellSummary(_Keyed):
         None, description="vLLM's /metrics over the cell (None: not scraped or not exposed)")
     machine: MachineSample | None = Field(
         None, description="the runner during the cell: steal time, CPU clock (None: not read)")
+    window_of: Literal["drain"] | None = Field(
+        None, description="measured in that cell's window, not one of its own (ab.cells: "
+        "judged; its requests are recorded under that cell)")
 
     @model_validator(mode="before")
     @classmethod

@@ -309,6 +309,13 @@ class ABSpec(StrictModel):
         "whole blocks; persistent servers are restarted between blocks, so each block carries "
         "one server pair's offset",
     )
+    cells: Literal["all", "judged"] = Field(
+        "all",
+        description="what an A/B or calibration round measures. all: every cell of the plan; "
+        "judged: only the cells a judged check reads, and the drain's window stands for the "
+        "sweep's guided cell at the drain's concurrency when the two windows are alike (one "
+        "condition measured once a round, not twice)",
+    )
     min_rounds: int = Field(1, ge=1, description="rounds before the first decision")
     max_rounds: int = Field(
         24, ge=1, description="rounds at most; the calibration sizes the test within it")

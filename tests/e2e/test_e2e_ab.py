@@ -23,7 +23,7 @@ from support.vllm_helpers import FIXTURE_STEP_FRACTION
 from gate.core.errors import EXIT_FAIL
 from gate.flows.ab_state import STATE_FILE, load_state
 from gate.judge.verdict import Outcome, load_verdict
-from gate.measure.results import load_results
+from gate.measure.results import CellKey, load_results
 from gate.profile.data import load_build_profile
 
 pytestmark = pytest.mark.vllm
@@ -46,6 +46,29 @@ def test_both_servers_ran_the_whole_ab_and_only_the_head_had_the_fixture(readme_
     assert verdict.rounds == load_results(out / "head").plan.repeats == state.rounds_done
     assert state.finished and state.outcome == Outcome.FAIL
     assert set(verdict.runner_seconds) >= {"startup", "warmup", "sweep", "profile", "wall"}
+
+
+def test_a_round_measures_what_the_checks_read_and_the_drain_window_once(readme_run):
+    """cpu-smoke's rounds (ab.cells: judged): no free c=4 cell (no check reads it), and the
+    sweep's guided c=8 cell is the drain's window under its own key, its requests recorded once
+    (under the drain); the free c=8 cell, which the guided/free checks read, has its own."""
+    folder, _ = readme_run
+    for arm in ("base", "head"):
+        results = load_results(folder / "gate-ab" / arm)
+        index = results.index()
+        assert not results.cells_of("sweep", "free", 4)
+        assert len(results.cells_of("sweep", "free", 8)) == results.plan.repeats
+        for r in range(results.plan.repeats):
+            drain = index.cell(CellKey("drain", "guided", 8, r))
+            twin = index.cell(CellKey("sweep", "guided", 8, r))
+            free = index.cell(CellKey("sweep", "free", 8, r))
+            assert drain is not None and twin is not None and free is not None
+            assert (drain.window_of, twin.window_of, free.window_of) == (None, "drain", None)
+            assert (twin.tpot_ms, twin.request_throughput) == (drain.tpot_ms,
+                                                               drain.request_throughput)
+            assert not index.records(twin.key)
+            assert len(index.records(drain.key)) == drain.requests > 0
+            assert len(index.records(free.key)) == free.requests > 0
 
 
 def test_the_fixture_slows_the_guided_arm_only(readme_run):

@@ -79,8 +79,9 @@ def test_two_servers_on_the_same_runner_are_measured_and_judged(tmp_path):
     base, head = load_results(out / "base"), load_results(out / "head")
     assert agree(base) == agree(head) == "v1"
     assert base.fingerprint.model_runner_line.startswith("Model Runner V2 requires Triton")
-    assert [c.key.label for c in head.cells] == ["sweep guided c=2 r1", "sweep free c=2 r1",
-                                                 "sweep free c=2 r2", "sweep guided c=2 r2"]
+    # cpu-smoke's rounds measure what a judged check reads (ab.cells: judged): at c=2 the
+    # guided TPOT; the guided/free checks start at c=8, so no free cell
+    assert [c.key.label for c in head.cells] == ["sweep guided c=2 r1", "sweep guided c=2 r2"]
     assert all(c.machine is not None for c in head.cells)  # the runner, read per cell
 
 

@@ -11,7 +11,8 @@ from gate.flows import ab, blocks, sides
 from gate.flows.calibrate import aa_pairs
 from gate.judge.verdict import Outcome, Verdict
 from gate.measure.measured_build import cells_for_repeat
-from gate.plan.spec import load_plan
+from gate.plan.spec import Plan, load_plan
+from gate.plan.thresholds import Thresholds
 
 
 @pytest.mark.parametrize(("outcome", "stop"), [
@@ -33,7 +34,8 @@ def test_every_cell_changes_build_order_from_round_to_round():
     next round, wherever the interleaved sweep puts the cell in the round (before, the sweep's
     arm flip and the build flip cancelled: guided c=4 was the head's first in every round)."""
     plan = load_plan("cpu-smoke")
-    order = blocks.cell_order(plan)
+    plan = plan.model_copy(update={"ab": plan.ab.model_copy(update={"cells": "all"})})
+    order = blocks.cell_order(cells_for_repeat(plan, 0))
     first = {}
     for r in range(4):
         for cell_ in cells_for_repeat(plan, r):
@@ -76,3 +78,49 @@ def test_calibration_pairs_each_round_of_every_check():
     assert [(p.base, p.head) for p in pairs["ratio.c8.tpot_p50"]] == [(2.0, pytest.approx(2.2))] * 2
     assert {"sweep.c8.tpot_p99_ms", "sweep.c8.itl_p99_ms"} <= set(pairs)  # judged or not
     assert units["ratio.c8.tpot_p50"] == "x"
+
+
+def _cells(plan: Plan, r: int, thresholds: Thresholds | None = None) -> list[tuple]:
+    return [(c.key.phase, c.key.arm, c.key.concurrency, c.also.label if c.also else None)
+            for c in blocks.round_cells(plan, thresholds or plan.thresholds, r)]
+
+
+def test_judged_cells_measure_what_the_checks_read_and_the_drain_window_once():
+    """cpu-smoke judges the drain, guided TPOT p50 at 4 and 8 and guided/free at 8: the free
+    c=4 cell is read by no check, and the sweep's guided c=8 cell is the drain's condition."""
+    plan = load_plan("cpu-smoke")
+    assert plan.ab.cells == "judged"
+    assert _cells(plan, 1) == [("drain", "guided", 8, "sweep guided c=8 r2"),
+                               ("sweep", "guided", 4, None), ("sweep", "free", 8, None)]
+    every = plan.model_copy(update={"ab": plan.ab.model_copy(update={"cells": "all"})})
+    assert len(_cells(every, 1)) == 5
+
+
+def test_a_judged_check_on_the_free_c4_cell_brings_it_back():
+    plan = load_plan("cpu-smoke")
+    wait_at_4 = plan.thresholds.model_copy(update={"ttft_wait_min_concurrency": 4})
+    assert ("sweep", "free", 4, None) in _cells(plan, 0, wait_at_4)
+
+
+def test_the_drain_stands_for_the_sweep_cell_only_when_both_are_judged_and_windows_alike():
+    plan = load_plan("cpu-smoke")
+    no_drain = plan.thresholds.model_copy(update={"drain_throughput_pct": None})
+    assert ("sweep", "guided", 8, None) in _cells(plan, 0, no_drain)
+    assert not any(c[0] == "drain" for c in _cells(plan, 0, no_drain))
+    longer = plan.model_copy(update={"drain": plan.drain.model_copy(update={"window_s": 9})})
+    assert _cells(longer, 0)[0] == ("drain", "guided", 8, None)
+    assert ("sweep", "guided", 8, None) in _cells(longer, 0)
+    few = plan.model_copy(update={"drain": plan.drain.model_copy(update={"requests": 8})})
+    assert ("sweep", "guided", 8, None) in _cells(few, 0)
+
+
+def test_judged_rounds_keep_abba_per_cell():
+    plan = load_plan("cpu-smoke")
+    order = blocks.cell_order(blocks.round_cells(plan, plan.thresholds, 0))
+    first = {}
+    for r in range(4):
+        for cell_ in blocks.round_cells(plan, plan.thresholds, r):
+            key = (cell_.key.phase, cell_.key.arm, cell_.key.concurrency)
+            first.setdefault(key, []).append((r + order[key]) % 2 == 0)
+    assert len(first) == 3
+    assert all(seq == [seq[0], not seq[0]] * 2 for seq in first.values())
