@@ -88,7 +88,8 @@ def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
 
-def truth_of(path: Path, plan_name: str, scale: float = 1.0) -> Truth | str:
+def truth_of(path: Path, plan_name: str, scale: float = 1.0,
+             round_s: float | None = None) -> Truth | str:
     """The file's noise for every check the plan judges, or why it cannot be the truth."""
     cal = noise_mod.load_calibration(path)
     plan = load_plan(plan_name)
@@ -106,6 +107,8 @@ def truth_of(path: Path, plan_name: str, scale: float = 1.0) -> Truth | str:
         else:
             spreads[slot.name] = spread
     cost = noise_mod.Noise((cal,)).cost(design)
+    if cost is not None and round_s is not None:  # rounds of other cells: a labelled projection
+        cost = sizing_mod.RunnerCost(cost.pair_s, round_s, cost.per_round_servers)
     if scale != 1.0:  # a quieter (or noisier) runner than the file's: a labelled projection
         spreads = {n: Spread(s.between / scale, s.within / scale) for n, s in spreads.items()}
     if missing or cost is None:
@@ -297,7 +300,7 @@ def correlations(truth: Truth) -> tuple[list[list[str]], list[str]]:
 def render(args: argparse.Namespace) -> str:
     out = []
     for path in args.calibration or KEPT:
-        truth = truth_of(Path(path), args.plan, args.scale)
+        truth = truth_of(Path(path), args.plan, args.scale, args.round_s)
         rel = Path(path).resolve().relative_to(ROOT) if Path(path).resolve().is_relative_to(
             ROOT) else Path(path)
         if isinstance(truth, str):
@@ -368,6 +371,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--scale", type=float, default=1.0,
                    help="divide the kept noise by this (a projection to a quieter runner: not "
                    "for the docs)")
+    p.add_argument("--round-s", type=float,
+                   help="price a round at these seconds, not the file's (rounds of fewer cells "
+                   "than the calibration measured: a projection, not for the docs)")
     p.add_argument("--write-docs", action="store_true", help=f"replace the tables in {DOCS}")
     return p.parse_args(argv)
 
@@ -376,6 +382,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     if args.write_docs and args.scale != 1.0:
         raise SystemExit("--scale projects the noise of a runner nobody measured: not for the docs")
+    if args.write_docs and args.round_s is not None:
+        raise SystemExit("--round-s projects a cost the kept files did not measure: not for "
+                         "the docs")
     text = render(args)
     print(text)
     if args.write_docs:
